@@ -1,0 +1,109 @@
+// klab/harness.hpp — verify(op, impl, shape, seed) and bench(op, impl, shape).
+//
+// Verification (design.md §3): fresh seeded inputs for every check, several seeds per
+// shape plus one random run seed that is printed; outputs poisoned before each launch;
+// fp64 CPU reference; per-dtype tolerances with rel-L2 and max-abs reported; property
+// checks; unsupported shapes reported as such.
+//
+// Timing: CUDA events on the launch stream, warm-up, L2 flushed (a write of 2x the L2)
+// before every timed launch, repeats until the spread of the samples is under 1% or a
+// time cap, min/median/max; GB/s and TFLOP/s from the op's counts; % of the measured
+// peak; speedup against the op's baseline impl from the same run; the output of the last
+// timed launch verified again. Graph mode (`--graph`) captures a batch of launches in a
+// CUDA graph and reports the per-launch time of its replay, for problems where launch
+// overhead dominates.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "klab/op.hpp"
+
+namespace klab {
+
+struct Selection {
+  std::vector<std::string> lessons;    // empty: all
+  std::vector<std::string> ops;        // empty: all of the lessons
+  std::vector<std::string> impls;      // empty: all (exercise impls only when asked)
+  std::optional<Dims> shape;           // replaces the op's shapes
+  std::optional<DType> dtype;          // replaces the op's dtypes
+  std::optional<std::string> variant;
+  bool exercises = false;              // include impls of kind exercise
+  bool only_exercises = false;
+};
+
+struct RunOptions {
+  std::uint64_t run_seed = 0;          // the extra random seed of this run (printed)
+  std::vector<std::uint64_t> seeds;    // fixed seeds per shape; empty: 1..op.seeds
+  bool graph = false;                  // bench: time CUDA-graph replays
+  double time_cap_s = 1.0;             // bench: per (impl, shape) cap on timed launches
+  int min_reps = 10, max_reps = 2000;
+  double target_spread = 0.01;         // bench: stop once (p75 - p25) / median is under this
+  bool progress = true;                // progress line on stderr (when it is a terminal)
+  bool verbose = false;
+  std::function<void(const std::string&)> log;  // where per-case lines go (default: none)
+};
+
+enum class Status { pass, fail, unsupported, error };
+const char* status_name(Status s);
+
+struct VerifyRecord {
+  std::string lesson, op, impl;
+  ImplKind kind = ImplKind::cuda;
+  Problem problem;
+  std::uint64_t seed = 0;
+  Status status = Status::pass;
+  std::string message;                 // failure detail, unsupported reason or error
+  std::vector<CompareResult> outputs;  // one per output
+  double rel_l2 = 0, max_abs = 0;      // worst over outputs
+};
+
+struct BenchRecord {
+  std::string lesson, op, impl;
+  ImplKind kind = ImplKind::cuda;
+  Problem problem;
+  Status status = Status::pass;        // fail: the re-check of the last timed output failed
+  std::string message;
+  int reps = 0;
+  double min_ms = 0, median_ms = 0, max_ms = 0;
+  double gbps = 0, tflops = 0;
+  double pct_peak = 0;                 // of copy bandwidth (memory-bound) or vendor GEMM rate
+  std::string peak_name;               // "copy 3001 GB/s", "cuBLAS bf16 744 TFLOP/s"
+  double speedup = 0;                  // baseline median / this median; 0 when no baseline
+  std::string baseline;
+  bool graph = false;
+};
+
+struct Case {                          // what verify/bench iterate over
+  const Op* op;
+  std::vector<const Impl*> impls;
+  Problem problem;
+};
+
+// Expands a selection into cases; throws klab::Error for unknown names or a shape or
+// dtype the op rejects (with the reason).
+std::vector<Case> plan(const Selection& sel, bool bench_shapes);
+
+std::vector<VerifyRecord> verify(const std::vector<Case>& cases, const RunOptions& opt);
+std::vector<BenchRecord> bench(const std::vector<Case>& cases, const RunOptions& opt);
+
+// The pieces, exposed for tests: build inputs and reference for one problem and seed.
+Inputs make_inputs(const Op& op, const Problem& p, std::uint64_t seed);
+std::vector<TensorSpec> output_specs(const Op& op, const Problem& p);
+double default_bytes(const Op& op, const Problem& p);
+// Compare a set of host outputs against a reference with the op's tolerances and
+// property checks; fills rec.status/message/outputs.
+void judge(const Op& op, const Problem& p, const Inputs& in, const Reference& ref,
+           const std::vector<HostTensor>& out, VerifyRecord& rec);
+
+// Summary statistics of timing samples (exposed for tests).
+struct Stats {
+  double min = 0, median = 0, max = 0, p25 = 0, p75 = 0;
+};
+Stats stats_of(std::vector<double> samples);
+bool spread_ok(const std::vector<double>& samples, double target);  // (p75-p25)/median < target
+
+}  // namespace klab

@@ -1,0 +1,154 @@
+// klab/op.hpp — ops, impls, lessons and the registry.
+//
+// A lesson only registers: it describes each op once (tensors, seeded generator, fp64 CPU
+// reference, tolerances, FLOP and byte counts, test and bench shapes) and adds impls that
+// launch kernels. The harness (harness.hpp) and the CLI iterate over what is registered;
+// no lesson has its own main, timer or compare loop.
+//
+//   KLAB_REGISTER(klab::register_op(make_vector_add_op()));
+//   KLAB_REGISTER(klab::register_impl({.op = "vector_add", .name = "v1_naive", ...}));
+#pragma once
+
+#include <cuda_runtime_api.h>
+
+#include <cstdint>
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "klab/compare.hpp"
+#include "klab/dtype.hpp"
+#include "klab/tensor.hpp"
+
+namespace klab {
+
+// One concrete instance of an op: its size parameters (meaning given by Op::dims), the
+// element type, and a variant for ops with discrete modes (matmul "nt", softmax "causal").
+struct Problem {
+  Dims shape;
+  DType dtype = DType::f32;
+  std::string variant;
+  std::string label() const;  // "4096x4096 f32 nt"
+};
+
+struct TensorSpec {
+  std::string name;
+  DType dtype;
+  Dims shape;
+};
+
+// Host inputs of one check: tensors, plus scalars (alpha of y = alpha*x, a seed for
+// dropout, ...). Both come from the op's generator and a seed.
+struct Inputs {
+  std::vector<HostTensor> tensors;
+  std::vector<double> scalars;
+};
+
+using Reference = std::vector<std::vector<double>>;  // one fp64 array per output
+
+enum class Bound { memory, compute };
+
+struct Op {
+  std::string lesson;                  // "01"
+  std::string name;                    // "vector_add"
+  std::string summary;                 // one line for `klab list`
+  std::vector<std::string> dims;       // names of the shape entries: {"n"}, {"M","N","K"}
+  std::vector<DType> dtypes;
+  std::vector<std::string> variants = {""};
+  std::vector<Dims> test_shapes;       // edge cases: 0, 1, primes, non-multiples, > 2^31
+  std::vector<Dims> bench_shapes;
+  int seeds = 3;                       // seeds per test shape (shapes over large_numel get 1)
+  std::int64_t large_numel = std::int64_t{1} << 28;
+  std::string baseline;                // impl for the speedup column, measured in the same run
+  Bound bound = Bound::memory;
+
+  std::function<std::vector<TensorSpec>(const Problem&)> inputs;
+  std::function<std::vector<TensorSpec>(const Problem&)> outputs;
+  // Optional; default: every float input uniform in [-1, 1), ints in [0, 255].
+  std::function<void(const Problem&, std::uint64_t seed, Inputs&)> generate;
+  // fp64 reference computed from the inputs exactly as the kernels see them (rounded).
+  std::function<Reference(const Problem&, const Inputs&)> reference;
+  // Optional; default: default_tolerance(dtype of that output).
+  std::function<Tolerance(const Problem&, int output)> tolerance;
+  // Optional property checks beside the compare (softmax rows sum to 1): "" = holds.
+  std::function<std::string(const Problem&, const Inputs&, const std::vector<HostTensor>&)>
+      properties;
+  std::function<double(const Problem&)> flops;   // optional; 0 when absent
+  std::function<double(const Problem&)> bytes;   // optional; default: inputs + outputs once
+  // Optional; "" when the shape is valid for the op, else why not (wrong rank, n < 0).
+  std::function<std::string(const Problem&)> validate;
+};
+
+enum class ImplKind { cpu, cuda, triton, vendor, exercise };
+const char* impl_kind_name(ImplKind k);
+
+// What an impl's run() receives. Tensors live in device memory (host memory for cpu
+// impls); outputs arrive poisoned. run() only enqueues on `stream` (cpu impls compute).
+struct Launch {
+  const Problem& problem;
+  std::vector<TensorView> in;
+  std::vector<TensorView> out;
+  const std::vector<double>& scalars;
+  cudaStream_t stream = nullptr;
+  void* workspace = nullptr;
+  std::size_t workspace_bytes = 0;
+};
+
+struct Impl {
+  std::string op;                      // op name
+  std::string name;                    // "v3_vec4", "triton", "cublas", "exercise"
+  std::string summary;                 // what this version adds
+  ImplKind kind = ImplKind::cuda;
+  // Optional: "" when the impl handles the problem on this device, else the reason
+  // (reported as unsupported, never as passed).
+  std::function<std::string(const Problem&)> supports;
+  std::function<std::size_t(const Problem&)> workspace;  // optional scratch bytes
+  std::function<void(const Launch&)> run;
+};
+
+struct Lesson {
+  std::string id;                      // "01"
+  std::string slug;                    // "vector-add"
+  std::string title;                   // "Vector add and the element-wise family"
+  std::string exercise_op;             // op the exercise impl computes
+  std::string exercise_reference;      // impl the exercise's speed is compared with
+  std::string exercise_hint;           // where the exercise lives, for messages
+};
+
+class Registry {
+ public:
+  bool add(Lesson l);
+  bool add(Op op);
+  bool add(Impl impl);
+
+  const std::vector<Lesson>& lessons() const { return lessons_; }
+  const std::vector<Op>& ops() const { return ops_; }
+  const Lesson* find_lesson(const std::string& id_or_slug) const;  // "01", "1", "vector-add", "01-vector-add"
+  const Op* find_op(const std::string& name) const;
+  std::vector<const Op*> ops_of(const std::string& lesson_id) const;
+  std::vector<const Impl*> impls_of(const std::string& op) const;
+  const Impl* find_impl(const std::string& op, const std::string& name) const;
+
+ private:
+  std::vector<Lesson> lessons_;
+  std::vector<Op> ops_;
+  std::vector<Impl> impls_;
+};
+
+Registry& registry();
+
+inline bool register_lesson(Lesson l) { return registry().add(std::move(l)); }
+inline bool register_op(Op op) { return registry().add(std::move(op)); }
+inline bool register_impl(Impl impl) { return registry().add(std::move(impl)); }
+
+// Shared supports() helpers.
+std::string require_cc(int min_cc);                   // "" or "needs compute capability >= 9.0"
+std::string require_index_fits_int32(std::int64_t n); // for teaching versions that use int
+
+}  // namespace klab
+
+#define KLAB_CONCAT_INNER(a, b) a##b
+#define KLAB_CONCAT(a, b) KLAB_CONCAT_INNER(a, b)
+// Runs `expr` during static initialisation of the lesson's object file.
+#define KLAB_REGISTER(expr) \
+  [[maybe_unused]] static const bool KLAB_CONCAT(klab_registered_, __COUNTER__) = (expr)

@@ -1,0 +1,55 @@
+// klab/report.hpp — aligned terminal tables, JSON and CSV files, the progress line.
+#pragma once
+
+#include <cstdio>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "klab/harness.hpp"
+
+namespace klab {
+
+class Table {
+ public:
+  explicit Table(std::vector<std::string> header, std::vector<bool> right_align = {});
+  void add(std::vector<std::string> row);
+  void print(std::FILE* f) const;
+  bool empty() const { return rows_.empty(); }
+
+ private:
+  std::vector<std::string> header_;
+  std::vector<bool> right_;
+  std::vector<std::vector<std::string>> rows_;
+};
+
+// A line on stderr that rewrites itself ("[ 12/340] vector_add v3_vec4 268435456 f32"),
+// shown only when stderr is a terminal; finish() clears it.
+class ProgressLine {
+ public:
+  ProgressLine(std::size_t total, bool enabled);
+  void update(std::size_t done, const std::string& what);
+  void finish();
+  ~ProgressLine();
+
+ private:
+  std::size_t total_;
+  bool enabled_;
+  std::size_t last_len_ = 0;
+};
+
+std::string fmt_ms(double ms);
+std::string fmt_sig(double v, int digits = 3);   // 3 significant digits, "-" for 0
+std::string fmt_sci(double v);                   // "1.2e-07"
+
+void print_verify(std::FILE* f, const std::vector<VerifyRecord>& recs, bool all_rows);
+void print_bench(std::FILE* f, const std::vector<BenchRecord>& recs);
+
+nlohmann::json to_json(const VerifyRecord& r);
+nlohmann::json to_json(const BenchRecord& r);
+nlohmann::json device_json();                    // device + peaks block of JSON reports
+void write_json(const std::string& path, const nlohmann::json& j);   // throws klab::Error
+void write_bench_csv(const std::string& path, const std::vector<BenchRecord>& recs);
+
+}  // namespace klab

@@ -1,0 +1,98 @@
+// klab/tensor.hpp — buffers and a small tensor type (dtype, shape, strides).
+//
+// TensorView is a non-owning view: a pointer, an element type, a shape and strides in
+// elements. HostTensor and DeviceTensor own their memory and hand out views. Kernels get
+// raw pointers from views (`v.as<float>()`); the harness owns all allocation.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "klab/dtype.hpp"
+
+namespace klab {
+
+using Dims = std::vector<std::int64_t>;
+
+std::int64_t numel_of(const Dims& shape);           // product; 1 for a scalar (empty shape)
+Dims contiguous_strides(const Dims& shape);         // row-major, in elements
+std::string dims_to_string(const Dims& d);          // "4096x4096"
+
+struct TensorView {
+  void* data = nullptr;
+  DType dtype = DType::f32;
+  Dims shape;
+  Dims strides;
+
+  std::int64_t numel() const { return numel_of(shape); }
+  std::size_t bytes() const { return static_cast<std::size_t>(numel()) * dtype_size(dtype); }
+  std::int64_t dim(int i) const { return shape.at(static_cast<std::size_t>(i)); }
+  template <class T>
+  T* as() const { return static_cast<T*>(data); }
+};
+
+// Owns host memory (plain, or pinned when asked, for fast copies of large tensors).
+class HostTensor {
+ public:
+  HostTensor() = default;
+  HostTensor(DType t, Dims shape);
+  DType dtype() const { return view_.dtype; }
+  const Dims& shape() const { return view_.shape; }
+  std::int64_t numel() const { return view_.numel(); }
+  std::size_t bytes() const { return view_.bytes(); }
+  void* data() { return bytes_.data(); }
+  const void* data() const { return bytes_.data(); }
+  TensorView view() { return view_; }
+  TensorView view() const { return view_; }
+  template <class T> T* as() { return reinterpret_cast<T*>(bytes_.data()); }
+  template <class T> const T* as() const { return reinterpret_cast<const T*>(bytes_.data()); }
+  double get(std::int64_t i) const { return load_as_double(bytes_.data(), view_.dtype, i); }
+  void set(std::int64_t i, double v) { store_from_double(bytes_.data(), view_.dtype, i, v); }
+
+ private:
+  std::vector<std::byte> bytes_;
+  TensorView view_;
+};
+
+// Owns device memory (cudaMalloc). Move-only.
+class DeviceBuffer {
+ public:
+  DeviceBuffer() = default;
+  explicit DeviceBuffer(std::size_t bytes);
+  ~DeviceBuffer();
+  DeviceBuffer(DeviceBuffer&& o) noexcept;
+  DeviceBuffer& operator=(DeviceBuffer&& o) noexcept;
+  DeviceBuffer(const DeviceBuffer&) = delete;
+  DeviceBuffer& operator=(const DeviceBuffer&) = delete;
+  void* get() const { return ptr_; }
+  std::size_t size() const { return bytes_; }
+
+ private:
+  void* ptr_ = nullptr;
+  std::size_t bytes_ = 0;
+};
+
+class DeviceTensor {
+ public:
+  DeviceTensor() = default;
+  DeviceTensor(DType t, Dims shape);
+  TensorView view() const { return view_; }
+  std::int64_t numel() const { return view_.numel(); }
+  std::size_t bytes() const { return view_.bytes(); }
+  void* data() const { return buf_.get(); }
+
+ private:
+  DeviceBuffer buf_;
+  TensorView view_;
+};
+
+DeviceTensor to_device(const HostTensor& h);
+void copy_to_host(const DeviceTensor& d, HostTensor& h);   // shapes and dtypes must match
+// Fill with a NaN pattern (0xFF bytes: NaN in f32/f16/bf16, -1 in i32, 255 in u8) so that
+// an element the kernel never writes cannot pass the comparison by luck.
+void poison(const DeviceTensor& d);
+void poison(HostTensor& h);
+
+}  // namespace klab

@@ -1,0 +1,48 @@
+"""Lesson 01, Triton track: vector add and GELU (tanh form).
+
+Each program handles BLOCK consecutive elements: it loads a BLOCK-wide slice of x and y
+under a mask (the last program's slice runs past n), adds, and stores. The program index
+is widened to 64 bits before it is multiplied by BLOCK, so n may pass 2^31.
+
+Compiled ahead of time by tools/triton_aot.py into vector_add_triton.c/.h (the AOT list
+at the bottom); lessons/01-vector-add/vector_add.cu registers the launchers as the
+`triton` impls of vector_add and gelu.
+"""
+import triton
+import triton.language as tl
+
+
+@triton.jit
+def add_kernel(x_ptr, y_ptr, z_ptr, n, BLOCK: tl.constexpr):
+    pid = tl.program_id(0).to(tl.int64)          # 64-bit before the multiply
+    offs = pid * BLOCK + tl.arange(0, BLOCK)     # (BLOCK,)
+    mask = offs < n
+    x = tl.load(x_ptr + offs, mask=mask)
+    y = tl.load(y_ptr + offs, mask=mask)
+    tl.store(z_ptr + offs, x + y, mask=mask)
+
+
+@triton.jit
+def gelu_kernel(x_ptr, y_ptr, n, BLOCK: tl.constexpr):
+    pid = tl.program_id(0).to(tl.int64)
+    offs = pid * BLOCK + tl.arange(0, BLOCK)
+    mask = offs < n
+    x = tl.load(x_ptr + offs, mask=mask).to(tl.float32)
+    # gelu(x) = 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))), and 1 + tanh(u) = 2 sigmoid(2u)
+    u = 0.7978845608028654 * (x + 0.044715 * x * x * x)
+    y = x / (1.0 + tl.exp(-2.0 * u))
+    tl.store(y_ptr + offs, y.to(y_ptr.dtype.element_ty), mask=mask)
+
+
+# What the build compiles. Grids are C expressions over the non-constexpr arguments.
+AOT = [
+    dict(name="tr_vector_add_f32", kernel="add_kernel",
+         signature="*fp32:16, *fp32:16, *fp32:16, i64, 4096",
+         grid="(n + 4095) / 4096, 1, 1", num_warps=8, num_stages=1),
+    dict(name="tr_gelu_f32", kernel="gelu_kernel",
+         signature="*fp32:16, *fp32:16, i64, 4096",
+         grid="(n + 4095) / 4096, 1, 1", num_warps=8, num_stages=1),
+    dict(name="tr_gelu_bf16", kernel="gelu_kernel",
+         signature="*bf16:16, *bf16:16, i64, 4096",
+         grid="(n + 4095) / 4096, 1, 1", num_warps=8, num_stages=1),
+]

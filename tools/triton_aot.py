@@ -1,0 +1,146 @@
+#!/usr/bin/env python3
+"""Compile a lesson's Triton kernels ahead of time into C launchers, with no GPU.
+
+    triton_aot.py lessons/01-vector-add/vector_add_triton.py --out-dir build/.../triton
+
+The Python file lists what to build in a module-level AOT list:
+
+    AOT = [
+        dict(name="vadd_f32", kernel="add_kernel",
+             signature="*fp32:16, *fp32:16, *fp32:16, i64, 1024",
+             grid="(n + 1023) / 1024, 1, 1", num_warps=4, num_stages=1),
+    ]
+
+Entries that share a name are linked into one dispatcher (NAME_default(stream, args...)
+and NAME(stream, args..., algo_id) over the configs, in list order): that is the space an
+autotuned impl chooses from. The outputs are one C file and one header named after the
+Python file (vector_add_triton.c/.h); the header has extern "C" guards.
+
+Triton 3.6's AOT compiler asks the GPU driver for its target even when given --target,
+and declares fp32 scalars as double. A small driver shim answers both (sm_90, warp 32;
+fp32 -> float), so this runs on a machine with no GPU and no torch.
+"""
+import argparse
+import importlib.util
+import re
+import runpy
+import sys
+import tempfile
+from pathlib import Path
+
+import triton
+import triton.backends.compiler
+from triton.tools import compile as tt_compile
+
+TARGET_ARCH = 90  # the cubins are for Hopper; the C++ side reports other GPUs unsupported
+
+
+class _DriverShim:
+    """Just enough of triton's active driver for triton.tools.compile."""
+
+    def __init__(self, real_map):
+        self._real_map = real_map
+
+    def get_current_target(self):
+        return triton.backends.compiler.GPUTarget("cuda", TARGET_ARCH, 32)
+
+    def map_python_to_cpp_type(self, ty):
+        if ty == "fp32":
+            return "float"
+        return self._real_map(ty)
+
+    def is_active(self):
+        return True
+
+
+def _install_shim():
+    from triton.backends.nvidia.driver import ty_to_cpp
+    triton.runtime.driver.set_active(_DriverShim(ty_to_cpp))
+
+
+def _load_aot_list(py: Path):
+    spec = importlib.util.spec_from_file_location(py.stem, py)
+    mod = importlib.util.module_from_spec(spec)
+    sys.path.insert(0, str(py.parent))
+    spec.loader.exec_module(mod)
+    aot = getattr(mod, "AOT", None)
+    if not aot:
+        sys.exit(f"{py}: no AOT list (see tools/triton_aot.py for its format)")
+    return aot
+
+
+def _unique(text: str, tag: str) -> str:
+    """Generated files each define a static gpuAssert and the CUDA_CHECK/CUBIN_NAME
+    macros; rename them so that all of them fit in one translation unit."""
+    text = text.replace("gpuAssert", f"gpuAssert_{tag}")
+    text = text.replace("#define CUDA_CHECK", "#undef CUDA_CHECK\n#define CUDA_CHECK")
+    text = text.replace("#define CUBIN_NAME", "#undef CUBIN_NAME\n#define CUBIN_NAME")
+    # A failed load must not end the process (the generated code calls exit()): report it
+    # and leave the function handle NULL, which the launch then returns as an error.
+    text = re.sub(r"exit\(code\);", "return;", text)
+    # An empty grid falls off the end of the generated launcher: return success instead.
+    text = re.sub(r"(return cuLaunchKernel\([^;]*;)\n}", r"\1\n    return CUDA_SUCCESS;\n}", text)
+    return text
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("source", type=Path)
+    ap.add_argument("--out-dir", type=Path, required=True)
+    args = ap.parse_args()
+
+    src = args.source.resolve()
+    stem = src.stem
+    args.out_dir.mkdir(parents=True, exist_ok=True)
+    _install_shim()
+    aot = _load_aot_list(src)
+
+    by_name = {}
+    for e in aot:
+        by_name.setdefault(e["name"], []).append(e)
+
+    c_parts, h_parts = [], []
+    with tempfile.TemporaryDirectory() as tmp:
+        tmp = Path(tmp)
+        for name, entries in by_name.items():
+            kdir = tmp / name
+            kdir.mkdir()
+            for i, e in enumerate(entries):
+                ca = tt_compile.CompileArgs(
+                    path=str(src), kernel_name=e["kernel"], signature=e["signature"],
+                    grid=e["grid"], num_warps=e.get("num_warps", 4),
+                    num_stages=e.get("num_stages", 3), out_name=name,
+                    out_path=kdir / f"{name}")
+                try:
+                    _, files = tt_compile.compile_kernel(ca)
+                except Exception as ex:  # one line that names the entry, then the cause
+                    sys.exit(f"{src.name}: entry {name}[{i}] ({e['kernel']}, {e['signature']}): {ex}")
+                for f in files:
+                    if f.suffix == ".c":
+                        c_parts.append(_unique(f.read_text(), f.stem.replace(".", "_")))
+                    else:
+                        h_parts.append(f.read_text())
+            headers = sorted(str(h) for h in kdir.glob("*.h"))
+            saved_argv = sys.argv
+            sys.argv = ["link", *headers, "-o", str(kdir / name)]
+            try:
+                runpy.run_module("triton.tools.link", run_name="__main__")
+            finally:
+                sys.argv = saved_argv
+            c_parts.append((kdir / f"{name}.c").read_text().replace("kernel_func_t", f"kernel_func_t_{name}"))
+            h_parts.append((kdir / f"{name}.h").read_text())
+
+    guard = f"KLAB_TRITON_{stem.upper()}_H"
+    header = (f"// Generated by tools/triton_aot.py from {src.name}; do not edit.\n"
+              f"#ifndef {guard}\n#define {guard}\n#include <cuda.h>\n"
+              "#ifdef __cplusplus\nextern \"C\" {\n#endif\n"
+              + "\n".join(h_parts) +
+              "\n#ifdef __cplusplus\n}\n#endif\n#endif\n")
+    source = (f"// Generated by tools/triton_aot.py from {src.name}; do not edit.\n"
+              + "\n".join(c_parts))
+    (args.out_dir / f"{stem}.h").write_text(header)
+    (args.out_dir / f"{stem}.c").write_text(source)
+
+
+if __name__ == "__main__":
+    main()
