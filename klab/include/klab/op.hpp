@@ -46,6 +46,13 @@ struct Inputs {
 
 using Reference = std::vector<std::vector<double>>;  // one fp64 array per output
 
+// A reference at a sample of output elements: for problems whose full fp64 reference is
+// too costly on the CPU (a 8192^3 matmul is 5.5e11 multiply-adds).
+struct SampledReference {
+  std::vector<std::int64_t> index;   // flat output indices
+  std::vector<double> value;         // fp64 reference at those indices
+};
+
 enum class Bound { memory, compute };
 
 struct Op {
@@ -70,6 +77,12 @@ struct Op {
   std::function<Reference(const Problem&, const Inputs&)> reference;
   // Optional; default: default_tolerance(dtype of that output).
   std::function<Tolerance(const Problem&, int output)> tolerance;
+  // Optional: when sample_only(p) is true the harness calls reference_sample instead of
+  // reference and compares only the sampled elements (one entry per output). Test shapes
+  // keep full references; this is for bench shapes.
+  std::function<bool(const Problem&)> sample_only;
+  std::function<std::vector<SampledReference>(const Problem&, const Inputs&, std::uint64_t seed)>
+      reference_sample;
   // Optional property checks beside the compare (softmax rows sum to 1): "" = holds.
   std::function<std::string(const Problem&, const Inputs&, const std::vector<HostTensor>&)>
       properties;
