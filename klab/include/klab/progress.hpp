@@ -38,13 +38,19 @@ void record_exercise_pass(const ExerciseRecord& r);           // load, set, save
 // Learning paths (curriculum.md, seed 000) and tracks (seed 004).
 struct PathInfo {
   std::string id, title;
-  std::vector<std::string> lessons;   // lesson ids whose exercises are the checkpoints
+  // Checkpoint ids: lesson ids ("01") whose exercises `klab check` grades, or named
+  // checkpoints that no lesson grades yet ("profiling", "debugging"; "capstone" for the
+  // Mastery track), which the verbs that will grade them record under the same id.
+  std::vector<std::string> lessons;
 };
 const std::vector<PathInfo>& learning_paths();
 
-// Prints the progress report (lessons, paths, tracks; the certificate when a path or the
-// whole program is complete). `available` lists lesson ids that have an exercise in this
-// build. Returns the text so tests can inspect it.
+// The progress report (lessons, paths, tracks; the certificate when a path or the whole
+// program is complete). `available` lists lesson ids that have an exercise in this build;
+// a checkpoint not in it shows as "not yet available" unless a pass was recorded earlier.
+// A path is complete when every checkpoint has a recorded pass (unavailable ones keep it
+// open); the whole program when every planned lesson, "debugging" and "capstone" have.
+// Returns the text (it prints nothing: the CLI prints it, tests inspect it).
 std::string progress_report(const ProgressData& d, const std::vector<std::string>& available);
 
 }  // namespace klab
