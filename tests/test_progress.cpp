@@ -216,8 +216,13 @@ TEST_F(Progress, RecordFillsTheDateAndLaterPassReplacesEarlier) {
   EXPECT_DOUBLE_EQ(d.exercises.at("04").speed_ratio, 0.9);
 }
 
-TEST_F(Progress, RecordWithoutALessonIsAnError) {
+TEST_F(Progress, RecordWithoutAValidLessonIdIsAnError) {
   EXPECT_THROW(klab::record_exercise_pass(rec("", "2026-11-22")), klab::Error);
+  EXPECT_THROW(klab::record_exercise_pass(rec("../01", "2026-11-22")), klab::Error);
+  EXPECT_FALSE(fs::exists(file_));
+  ProgressData d;
+  d.exercises["a b"] = rec("a b", "2026-11-22");
+  EXPECT_THROW(klab::save_progress(d), klab::Error);   // would not load back
   EXPECT_FALSE(fs::exists(file_));
 }
 

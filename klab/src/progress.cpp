@@ -91,6 +91,14 @@ std::string slug_of(const std::string& id) {
   return "";
 }
 
+// Ids the file may hold: lesson ids and named checkpoints; nothing that could be a path.
+bool valid_id(const std::string& id) {
+  return !id.empty() && id.size() <= 32 && std::all_of(id.begin(), id.end(), [](char c) {
+           return (c >= '0' && c <= '9') || (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') ||
+                  c == '-' || c == '_';
+         });
+}
+
 bool is_lesson_id(const std::string& id) {
   return !id.empty() && std::all_of(id.begin(), id.end(), [](char c) { return c >= '0' && c <= '9'; });
 }
@@ -259,12 +267,7 @@ ProgressData progress_from_json(const nlohmann::json& j, const std::string& orig
   if (!ex.is_object()) fail(origin, "\"exercises\" is not an object." + not_ours_advice());
   for (const auto& [key, rec] : ex.items()) {
     const std::string where = "exercise \"" + key + "\"";
-    bool key_ok = !key.empty() && key.size() <= 32 &&
-                  std::all_of(key.begin(), key.end(), [](char c) {
-                    return (c >= '0' && c <= '9') || (c >= 'a' && c <= 'z') ||
-                           (c >= 'A' && c <= 'Z') || c == '-' || c == '_';
-                  });
-    if (!key_ok) fail(origin, where + " is not a lesson or checkpoint id." + not_ours_advice());
+    if (!valid_id(key)) fail(origin, where + " is not a lesson or checkpoint id." + not_ours_advice());
     if (!rec.is_object()) fail(origin, where + " is not an object." + not_ours_advice());
     ExerciseRecord r;
     r.lesson = key;
@@ -339,6 +342,9 @@ ProgressData load_progress() {
 void save_progress(const ProgressData& d) {
   const fs::path path = progress_path();
   const std::string origin = "progress file " + path.string();
+  // Never write a file that load_progress() would reject.
+  for (const auto& [id, r] : d.exercises)
+    if (!valid_id(id)) fail(origin, "refusing to save the invalid checkpoint id \"" + id + "\"");
   std::error_code ec;
   if (path.has_parent_path()) {
     fs::create_directories(path.parent_path(), ec);
@@ -385,7 +391,7 @@ void save_progress(const ProgressData& d) {
 }
 
 void record_exercise_pass(const ExerciseRecord& r) {
-  if (r.lesson.empty()) throw Error("record_exercise_pass: no lesson id");
+  if (!valid_id(r.lesson)) throw Error("record_exercise_pass: invalid lesson id \"" + r.lesson + "\"");
   ProgressData d = load_progress();   // throws on a corrupt or foreign file: never saved over
   ExerciseRecord rec = r;
   if (rec.passed_at.empty()) rec.passed_at = now_iso8601_utc();
