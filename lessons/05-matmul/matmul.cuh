@@ -1,0 +1,158 @@
+// lessons/05-matmul/matmul.cuh — what the lesson-05 files share.
+//
+// C = A · B with C (M, N) row-major and A, B row-major with either operand stored
+// transposed. The variant names which operand is stored transposed:
+//
+//   variant  A stored        B stored        A(m,k) at            B(k,n) at
+//   "nn"     (M, K)          (K, N)          A[m*K + k]           B[k*N + n]
+//   "tn"     (K, M) = Aᵀ     (K, N)          A[k*M + m]           B[k*N + n]
+//   "nt"     (M, K)          (N, K) = Bᵀ     A[m*K + k]           B[n*K + k]
+//
+// Kernels do not branch on the variant at run time: it becomes two template booleans,
+// A_KMAJ (A's contiguous dimension is K) and B_KMAJ (B's contiguous dimension is K).
+// "nt" — both operands K-contiguous — is the layout of x · Wᵀ in a linear layer.
+//
+// One argument struct serves plain, batched and split-K launches: blockIdx.z is split into
+// (batch, split); each z-slice computes C_z = A_z[:, ks:ke] · B_z[ks:ke, :] into its own C
+// slice (the output for a plain launch, an fp32 partial for split-K).
+#pragma once
+
+#include <cuda_bf16.h>
+#include <cuda_runtime.h>
+
+#include <cstdint>
+#include <functional>
+#include <string>
+
+#include "klab/error.hpp"
+#include "klab/kernels.cuh"
+#include "klab/op.hpp"
+
+namespace matmul {
+
+struct GemmArgs {
+  const void* A = nullptr;
+  const void* B = nullptr;
+  void* C = nullptr;
+  int M = 0, N = 0, K = 0;
+  std::int64_t lda = 0, ldb = 0, ldc = 0;     // leading dimensions, in elements
+  std::int64_t sA = 0, sB = 0, sC = 0;        // batch strides, in elements
+  int splits = 1;                             // split-K slices per batch entry
+  int k_chunk = 0;                            // K per split (the last one may be shorter)
+};
+
+// Where z-slice blockIdx.z reads and writes, and how much K it covers.
+template <bool A_KMAJ, bool B_KMAJ, class TA, class TC>
+struct ZSlice {
+  const TA* A;
+  const TA* B;
+  TC* C;
+  int k_len;
+};
+
+template <bool A_KMAJ, bool B_KMAJ, class TA, class TC>
+__device__ __forceinline__ ZSlice<A_KMAJ, B_KMAJ, TA, TC> z_slice(const GemmArgs& g) {
+  const int z = blockIdx.z;
+  const int batch = z / g.splits;
+  const int split = z - batch * g.splits;
+  const std::int64_t k0 = static_cast<std::int64_t>(split) * g.k_chunk;
+  ZSlice<A_KMAJ, B_KMAJ, TA, TC> s;
+  // Moving the K origin: one element along a K-contiguous row, one row otherwise.
+  s.A = static_cast<const TA*>(g.A) + batch * g.sA + (A_KMAJ ? k0 : k0 * g.lda);
+  s.B = static_cast<const TA*>(g.B) + batch * g.sB + (B_KMAJ ? k0 : k0 * g.ldb);
+  s.C = static_cast<TC*>(g.C) + static_cast<std::int64_t>(z) * g.sC;
+  const std::int64_t rest = g.K - k0;
+  s.k_len = static_cast<int>(rest < g.k_chunk ? rest : g.k_chunk);
+  return s;
+}
+
+// Element accessors for the teaching versions (v1..v3 and the exercise): the layout is a
+// compile-time choice, so these cost one multiply-add, no branch.
+template <bool A_KMAJ, class T>
+__device__ __forceinline__ float a_at(const T* A, std::int64_t lda, int m, int k) {
+  return klab::to_f32(A_KMAJ ? A[static_cast<std::int64_t>(m) * lda + k]
+                             : A[static_cast<std::int64_t>(k) * lda + m]);
+}
+template <bool B_KMAJ, class T>
+__device__ __forceinline__ float b_at(const T* B, std::int64_t ldb, int k, int n) {
+  return klab::to_f32(B_KMAJ ? B[static_cast<std::int64_t>(n) * ldb + k]
+                             : B[static_cast<std::int64_t>(k) * ldb + n]);
+}
+
+// ---- host side -----------------------------------------------------------------------
+
+// Variant string -> the two layout booleans as template arguments:
+//   dispatch_layout(p.variant, [&]<bool AK, bool BK>() { kernel<AK, BK><<<...>>>(...); });
+template <class F>
+void dispatch_layout(const std::string& variant, F&& f) {
+  if (variant == "nn") f.template operator()<true, false>();
+  else if (variant == "tn") f.template operator()<false, false>();
+  else if (variant == "nt") f.template operator()<true, true>();
+  else KLAB_REQUIRE(false, "matmul: unknown variant '" + variant + "' (nn, tn, nt)");
+}
+
+inline bool a_kmajor(const std::string& v) { return v != "tn"; }
+inline bool b_kmajor(const std::string& v) { return v == "nt"; }
+
+// Problem shape: matmul {M, N, K}; matmul_batched {batch, M, N, K}.
+struct Shape {
+  int batch = 1, M = 0, N = 0, K = 0;
+};
+inline Shape shape_of(const klab::Problem& p) {
+  Shape s;
+  const auto& d = p.shape;
+  const std::size_t o = d.size() == 4 ? 1 : 0;
+  if (o) s.batch = static_cast<int>(d[0]);
+  s.M = static_cast<int>(d[o + 0]);
+  s.N = static_cast<int>(d[o + 1]);
+  s.K = static_cast<int>(d[o + 2]);
+  return s;
+}
+
+// GemmArgs for a launch of op matmul or matmul_batched (no split).
+inline GemmArgs gemm_args(const klab::Launch& L) {
+  const Shape s = shape_of(L.problem);
+  GemmArgs g;
+  g.A = L.in.at(0).data;
+  g.B = L.in.at(1).data;
+  g.C = L.out.at(0).data;
+  g.M = s.M; g.N = s.N; g.K = s.K;
+  g.lda = a_kmajor(L.problem.variant) ? s.K : s.M;
+  g.ldb = b_kmajor(L.problem.variant) ? s.K : s.N;
+  g.ldc = s.N;
+  g.sA = static_cast<std::int64_t>(s.M) * s.K;
+  g.sB = static_cast<std::int64_t>(s.K) * s.N;
+  g.sC = static_cast<std::int64_t>(s.M) * s.N;
+  g.splits = 1;
+  g.k_chunk = s.K;
+  return g;
+}
+
+// True when every row start of both operands (and the batch and split offsets) is aligned
+// to `bytes`, so the tile loaders may use vector loads / 16-byte cp.async.
+inline bool operands_aligned(const GemmArgs& g, std::size_t elem_bytes, std::size_t bytes) {
+  const std::int64_t e = static_cast<std::int64_t>(bytes / elem_bytes);  // elements per vector
+  auto ptr_ok = [&](const void* p) { return reinterpret_cast<std::uintptr_t>(p) % bytes == 0; };
+  return ptr_ok(g.A) && ptr_ok(g.B) && g.lda % e == 0 && g.ldb % e == 0 && g.sA % e == 0 &&
+         g.sB % e == 0 && (g.splits == 1 || g.k_chunk % e == 0);
+}
+
+// Output elements must be poisoned-proof even when K == 0 (C = 0) or M·N == 0 (nothing).
+inline bool empty_output(const GemmArgs& g) { return g.M == 0 || g.N == 0; }
+
+// ---- shared launchers (defined in matmul_simt.cu / matmul_tensorcore.cu) -------------
+// Used by split-K (matmul_splitk.cu) and by the batched op: `out_f32` writes fp32 to g.C
+// (the split-K partials) instead of the problem's dtype.
+void launch_warptile_f32(const GemmArgs& g, const std::string& variant, cudaStream_t s);
+void launch_mma_bf16(const GemmArgs& g, const std::string& variant, bool out_f32, cudaStream_t s);
+
+// ---- autotuning (matmul_autotune.cu) --------------------------------------------------
+// The first call for a key times every candidate on the stream (a warm launch, then the
+// best of a few timed launches) and remembers the fastest; later calls return it at once.
+// The candidates write the same output, and the caller launches the winner afterwards, so
+// the output of the call is the winner's. Calls while the stream is being captured into a
+// CUDA graph cannot time anything: they return `fallback` and cache nothing.
+int autotune(const std::string& key, int candidates, int fallback,
+             const std::function<void(int)>& launch, cudaStream_t stream);
+
+}  // namespace matmul

@@ -1,0 +1,321 @@
+// Lesson 05 — matmul: the lesson, its three ops and their CPU references.
+//
+//   matmul          C(M,N) = A · B          {M, N, K}         f32, bf16   variants nn, tn, nt
+//   matmul_batched  C_b = A_b · B_b         {batch, M, N, K}  f32, bf16   variants nn, tn, nt
+//   gemv            y(M) = A(M,K) · x(K)    {M, K}            f32, bf16
+//
+// The kernels live beside this file (header comments list the versions):
+//   matmul_simt.cu        v1_naive .. v8_autotuned        fp32 on the CUDA cores
+//   matmul_tensorcore.cu  v9_wmma, v10_mma_sync, v11_mma_pipelined   bf16 on the tensor cores
+//   matmul_splitk.cu      v12_splitk                      small M·N, large K
+//   matmul_cublas.cu      cublas (pedantic fp32 / bf16), cublas_tf32      the baselines
+//   matmul_triton.py      triton (+ matmul_triton_impl.cu)
+//   gemv.cu               gemv v1_thread_per_row, v2_warp_per_row, cublas
+//   (Hopper: a matmul_hopper.cu with v13_wgmma_tma... registers into the same ops; nothing
+//    here changes.)
+//
+//   klab test 05                         verify every impl on the edge shapes
+//   klab bench 05 --op matmul --dtype bf16 --variant nt
+//   klab check 05                        grade the exercise (shared-memory tiles, f32)
+//
+// Data types. f32: fp32 in, fp32 out. bf16: bf16 in, fp32 accumulation, bf16 out (the
+// layout of a bf16 linear layer; cuBLAS is called the same way, cublasGemmEx with A, B,
+// C in CUDA_R_16BF and CUBLAS_COMPUTE_32F).
+//
+// Tolerances (why they look like this). Inputs are uniform in [-1, 1): a product a·b has
+// variance 1/9, so an output c = Σ_k a·b has a typical size σ_K = sqrt(K)/3 that grows
+// with K, and so does every absolute rounding error in it. Both dtypes are therefore
+// judged with an absolute term proportional to σ_K, plus a relative term for the output's
+// own rounding:
+//   bf16  |out − ref| ≤ 2^-7·σ_K + 2^-7·|ref|,   rel-L2 ≤ 2^-8.
+//         The reference is computed in fp64 from the same bf16-rounded inputs, so the only
+//         errors are fp32 accumulation (≤ K·2^-23·σ_K even when the tensor core truncates,
+//         under 2^-7·σ_K up to K = 65536) and the final rounding to bf16 (≤ 2^-8 relative,
+//         rel-L2 ≈ 2^-9.5).
+//   f32   |out − ref| ≤ 2^-7·σ_K + 2^-9·|ref|,   rel-L2 ≤ 2^-8.
+//         The f32 problem admits TF32 (the cublas_tf32 baseline computes the same problem,
+//         with inputs rounded to 10-bit mantissas: error ≈ 2^-11·σ_K). Tolerances are per
+//         op and dtype, not per impl, so f32 carries TF32's; the fp32 SIMT kernels land
+//         four orders of magnitude inside it (their rel-L2 column shows ~1e-7), and the
+//         bugs a matmul can have — a missed K tile (error ≈ σ_K·sqrt(BK/K)... ≥ 1/sqrt(K)
+//         relative), a wrong edge element, an unwritten element — are far outside it.
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <random>
+#include <vector>
+
+#include "klab/op.hpp"
+#include "klab/rng.hpp"
+#include "matmul.cuh"
+
+namespace {
+
+using klab::DType;
+using klab::Dims;
+using klab::HostTensor;
+using klab::Inputs;
+using klab::Problem;
+using klab::TensorSpec;
+
+// ---- shapes ----------------------------------------------------------------------------
+
+Dims a_shape(const std::string& v, std::int64_t M, std::int64_t K) {
+  return matmul::a_kmajor(v) ? Dims{M, K} : Dims{K, M};
+}
+Dims b_shape(const std::string& v, std::int64_t K, std::int64_t N) {
+  return matmul::b_kmajor(v) ? Dims{N, K} : Dims{K, N};
+}
+Dims with_batch(std::int64_t b, Dims d) {
+  d.insert(d.begin(), b);
+  return d;
+}
+
+std::string validate_dims(const Problem& p, std::size_t rank) {
+  if (p.shape.size() != rank) return "expects " + std::to_string(rank) + " sizes";
+  for (auto d : p.shape)
+    if (d < 0 || d > (std::int64_t{1} << 30)) return "sizes must lie in [0, 2^30]";
+  return "";
+}
+
+// ---- CPU reference (fp64) ---------------------------------------------------------------
+
+// One matrix product in fp64 from host tensors in any of the three layouts. The operands
+// are first copied to fp64 with K contiguous (A as (M,K), B as (N,K)), so the inner loop
+// is two unit-stride streams; the output is cut into 4x4 register blocks and (rows of)
+// blocks are spread over the host's cores.
+void reference_gemm(const HostTensor& A, const HostTensor& B, std::int64_t a_off, std::int64_t b_off,
+                    int M, int N, int K, bool a_kmaj, bool b_kmaj, double* C) {
+  std::vector<double> a(static_cast<std::size_t>(M) * K), bt(static_cast<std::size_t>(N) * K);
+  klab::parallel_for(M, [&](std::int64_t m0, std::int64_t m1) {
+    for (std::int64_t m = m0; m < m1; ++m)
+      for (std::int64_t k = 0; k < K; ++k)
+        a[m * K + k] = A.get(a_off + (a_kmaj ? m * K + k : k * M + m));
+  });
+  klab::parallel_for(N, [&](std::int64_t n0, std::int64_t n1) {
+    for (std::int64_t n = n0; n < n1; ++n)
+      for (std::int64_t k = 0; k < K; ++k)
+        bt[n * K + k] = B.get(b_off + (b_kmaj ? n * K + k : k * N + n));
+  });
+  const std::int64_t mb = (M + 3) / 4;
+  klab::parallel_for(mb, [&](std::int64_t i0, std::int64_t i1) {
+    for (std::int64_t ib = i0; ib < i1; ++ib) {
+      const std::int64_t m = ib * 4, mcount = std::min<std::int64_t>(4, M - m);
+      for (std::int64_t n = 0; n < N; n += 4) {
+        const std::int64_t ncount = std::min<std::int64_t>(4, N - n);
+        double acc[4][4] = {};
+        const double* ar[4];
+        const double* br[4];
+        for (int i = 0; i < 4; ++i) ar[i] = &a[(m + std::min<std::int64_t>(i, mcount - 1)) * K];
+        for (int j = 0; j < 4; ++j) br[j] = &bt[(n + std::min<std::int64_t>(j, ncount - 1)) * K];
+        for (std::int64_t k = 0; k < K; ++k)
+          for (int i = 0; i < 4; ++i)
+            for (int j = 0; j < 4; ++j) acc[i][j] += ar[i][k] * br[j][k];
+        for (int i = 0; i < mcount; ++i)
+          for (int j = 0; j < ncount; ++j) C[(m + i) * N + n + j] = acc[i][j];
+      }
+    }
+  });
+}
+
+double sigma_k(std::int64_t K) { return std::sqrt(static_cast<double>(K)) / 3.0; }
+
+klab::Tolerance gemm_tolerance(DType t, std::int64_t K) {
+  const double s = sigma_k(K);
+  if (t == DType::bf16) return {std::ldexp(s, -7), std::ldexp(1.0, -7), std::ldexp(1.0, -8)};
+  return {std::ldexp(s, -7), std::ldexp(1.0, -9), std::ldexp(1.0, -8)};
+}
+
+void generate_uniform(const Problem&, std::uint64_t seed, Inputs& in) {
+  for (std::size_t i = 0; i < in.tensors.size(); ++i)
+    klab::fill_uniform(in.tensors[i], klab::derive_seed(seed, i), -1.0, 1.0);
+}
+
+// Sampled output positions for shapes whose full reference is too slow: 2048 random
+// elements, the four corners, and 64 elements each of the last row and the last column
+// (where tile-edge bugs live). Flat indices into one (M, N) matrix; batch handled outside.
+std::vector<std::int64_t> sample_positions(std::int64_t M, std::int64_t N, std::uint64_t seed) {
+  std::vector<std::int64_t> idx;
+  if (M == 0 || N == 0) return idx;
+  const std::int64_t total = M * N;
+  for (int i = 0; i < 2048; ++i)
+    idx.push_back(static_cast<std::int64_t>(klab::uniform01(seed, i) * static_cast<double>(total)) % total);
+  for (std::int64_t m : {std::int64_t{0}, M - 1})
+    for (std::int64_t n : {std::int64_t{0}, N - 1}) idx.push_back(m * N + n);
+  for (int i = 0; i < 64; ++i) {
+    idx.push_back((M - 1) * N + static_cast<std::int64_t>(klab::uniform01(seed, 10000 + i) * N) % N);
+    idx.push_back((static_cast<std::int64_t>(klab::uniform01(seed, 20000 + i) * M) % M) * N + N - 1);
+  }
+  std::sort(idx.begin(), idx.end());
+  idx.erase(std::unique(idx.begin(), idx.end()), idx.end());
+  return idx;
+}
+
+klab::SampledReference sampled_gemm(const Problem& p, const Inputs& in, std::uint64_t seed) {
+  const matmul::Shape s = matmul::shape_of(p);
+  const bool ak = matmul::a_kmajor(p.variant), bk = matmul::b_kmajor(p.variant);
+  const HostTensor& A = in.tensors[0];
+  const HostTensor& B = in.tensors[1];
+  const std::int64_t MN = static_cast<std::int64_t>(s.M) * s.N;
+  klab::SampledReference r;
+  for (int b = 0; b < s.batch; ++b) {
+    // A few batch entries are enough: the first, the last and one in between.
+    if (s.batch > 3 && b != 0 && b != s.batch - 1 && b != s.batch / 2) continue;
+    for (auto i : sample_positions(s.M, s.N, klab::derive_seed(seed, b))) r.index.push_back(b * MN + i);
+  }
+  r.value.resize(r.index.size());
+  const std::int64_t M = s.M, N = s.N, K = s.K;
+  klab::parallel_for(static_cast<std::int64_t>(r.index.size()), [&](std::int64_t i0, std::int64_t i1) {
+    for (std::int64_t i = i0; i < i1; ++i) {
+      const std::int64_t b = r.index[i] / MN, mn = r.index[i] % MN, m = mn / N, n = mn % N;
+      const std::int64_t ao = b * M * K, bo = b * K * N;
+      double acc = 0;
+      for (std::int64_t k = 0; k < K; ++k)
+        acc += A.get(ao + (ak ? m * K + k : k * M + m)) * B.get(bo + (bk ? n * K + k : k * N + n));
+      r.value[i] = acc;
+    }
+  });
+  return r;
+}
+
+// ---- the ops ----------------------------------------------------------------------------
+
+klab::Op make_matmul_op(bool batched) {
+  klab::Op op;
+  op.lesson = "05";
+  op.name = batched ? "matmul_batched" : "matmul";
+  op.summary = batched ? "C_b = A_b · B_b over a batch of equal-sized products (strided)"
+                       : "C = A · B, row-major, either operand stored transposed";
+  op.dims = batched ? std::vector<std::string>{"batch", "M", "N", "K"}
+                    : std::vector<std::string>{"M", "N", "K"};
+  op.dtypes = {DType::f32, DType::bf16};
+  op.variants = {"nn", "tn", "nt"};
+  op.bound = klab::Bound::compute;
+  op.baseline = "cublas";
+  op.seeds = 2;  // each seed costs a full fp64 product per (shape, dtype, variant)
+  if (!batched) {
+    op.test_shapes = {
+        {1, 1, 1},          // the smallest product
+        {0, 7, 5},          // empty output
+        {7, 0, 5},
+        {7, 5, 0},          // K = 0: C must be written as zeros
+        {7, 7, 7},          // smaller than every tile
+        {1, 257, 67},       // a row vector times a matrix
+        {257, 1, 67},       // matrix-vector through the matmul path
+        {127, 257, 67},     // primes: no dimension a multiple of any tile
+        {33, 65, 4099},     // K prime and long: not a multiple of any BK, many K tiles
+        {64, 48, 16411},    // small M·N, large K: the split-K regime
+        {96, 200, 136},     // multiples of 8 (vector paths on) but not of the tiles
+        {256, 384, 512},    // whole tiles everywhere
+        {4097, 1, 4097},    // matrix-vector with a dimension past 4096
+        {1031, 1021, 1027}, // about 1024^3 with every edge partial
+    };
+    op.bench_shapes = {{4096, 4096, 4096}, {8192, 8192, 8192}, {512, 512, 32768}};
+  } else {
+    op.test_shapes = {
+        {1, 1, 1, 1}, {0, 3, 3, 3}, {3, 7, 5, 0}, {5, 33, 17, 9},
+        {7, 127, 65, 129}, {3, 96, 200, 136}, {2, 256, 256, 256},
+    };
+    // Attention-like (many small products) and a few large ones.
+    op.bench_shapes = {{64, 512, 512, 64}, {32, 1024, 1024, 128}, {8, 2048, 2048, 2048}};
+  }
+  op.inputs = [batched](const Problem& p) {
+    const matmul::Shape s = matmul::shape_of(p);
+    Dims a = a_shape(p.variant, s.M, s.K), b = b_shape(p.variant, s.K, s.N);
+    if (batched) a = with_batch(s.batch, a), b = with_batch(s.batch, b);
+    return std::vector<TensorSpec>{{"A", p.dtype, a}, {"B", p.dtype, b}};
+  };
+  op.outputs = [batched](const Problem& p) {
+    const matmul::Shape s = matmul::shape_of(p);
+    Dims c{s.M, s.N};
+    if (batched) c = with_batch(s.batch, c);
+    return std::vector<TensorSpec>{{"C", p.dtype, c}};
+  };
+  op.generate = generate_uniform;
+  op.reference = [](const Problem& p, const Inputs& in) {
+    const matmul::Shape s = matmul::shape_of(p);
+    const std::int64_t MN = static_cast<std::int64_t>(s.M) * s.N;
+    klab::Reference ref(1, std::vector<double>(static_cast<std::size_t>(s.batch * MN)));
+    for (int b = 0; b < s.batch; ++b)
+      reference_gemm(in.tensors[0], in.tensors[1], static_cast<std::int64_t>(b) * s.M * s.K,
+                     static_cast<std::int64_t>(b) * s.K * s.N, s.M, s.N, s.K,
+                     matmul::a_kmajor(p.variant), matmul::b_kmajor(p.variant), ref[0].data() + b * MN);
+    return ref;
+  };
+  op.sample_only = [](const Problem& p) {
+    const matmul::Shape s = matmul::shape_of(p);
+    return static_cast<double>(s.batch) * s.M * s.N * s.K > 3e9;
+  };
+  op.reference_sample = [](const Problem& p, const Inputs& in, std::uint64_t seed) {
+    return std::vector<klab::SampledReference>{sampled_gemm(p, in, seed)};
+  };
+  op.tolerance = [](const Problem& p, int) { return gemm_tolerance(p.dtype, matmul::shape_of(p).K); };
+  op.flops = [](const Problem& p) {
+    const matmul::Shape s = matmul::shape_of(p);
+    return 2.0 * s.batch * s.M * s.N * s.K;
+  };
+  op.validate = [batched](const Problem& p) {
+    std::string why = validate_dims(p, batched ? 4 : 3);
+    if (why.empty() && batched && p.shape[0] > 65535) why = "batch must be <= 65535 (grid z)";
+    return why;
+  };
+  return op;
+}
+
+klab::Op make_gemv_op() {
+  klab::Op op;
+  op.lesson = "05";
+  op.name = "gemv";
+  op.summary = "y = A · x, A (M, K) row-major: matrix-vector, bound by reading A once";
+  op.dims = {"M", "K"};
+  op.dtypes = {DType::f32, DType::bf16};
+  op.bound = klab::Bound::memory;
+  op.baseline = "cublas";
+  op.test_shapes = {{0, 0}, {0, 5}, {5, 0}, {1, 1}, {7, 7}, {1, 4097}, {4097, 1},
+                    {127, 1023}, {1023, 4099}, {33, 100003}, {4096, 4096}};
+  op.bench_shapes = {{8192, 8192}, {16384, 16384}, {65536, 1024}, {1024, 65536}};
+  op.inputs = [](const Problem& p) {
+    return std::vector<TensorSpec>{{"A", p.dtype, {p.shape[0], p.shape[1]}}, {"x", p.dtype, {p.shape[1]}}};
+  };
+  op.outputs = [](const Problem& p) {
+    return std::vector<TensorSpec>{{"y", p.dtype, {p.shape[0]}}};
+  };
+  op.generate = generate_uniform;
+  op.reference = [](const Problem& p, const Inputs& in) {
+    const std::int64_t M = p.shape[0], K = p.shape[1];
+    klab::Reference ref(1, std::vector<double>(static_cast<std::size_t>(M)));
+    std::vector<double> x(static_cast<std::size_t>(K));
+    for (std::int64_t k = 0; k < K; ++k) x[k] = in.tensors[1].get(k);
+    klab::parallel_for(M, [&](std::int64_t m0, std::int64_t m1) {
+      for (std::int64_t m = m0; m < m1; ++m) {
+        double acc = 0;
+        for (std::int64_t k = 0; k < K; ++k) acc += in.tensors[0].get(m * K + k) * x[k];
+        ref[0][m] = acc;
+      }
+    });
+    return ref;
+  };
+  op.tolerance = [](const Problem& p, int) { return gemm_tolerance(p.dtype, p.shape[1]); };
+  op.flops = [](const Problem& p) { return 2.0 * p.shape[0] * p.shape[1]; };
+  op.validate = [](const Problem& p) {
+    std::string why = validate_dims(p, 2);
+    if (why.empty() && p.shape[0] * p.shape[1] > (std::int64_t{1} << 34))
+      why = "M·K must be <= 2^34";
+    return why;
+  };
+  return op;
+}
+
+}  // namespace
+
+KLAB_REGISTER(klab::register_lesson({
+    .id = "05",
+    .slug = "matmul",
+    .title = "Matrix multiplication: from a naive loop to tensor cores",
+    .exercise_op = "matmul",
+    .exercise_reference = "v3_smem_tiles",
+    .exercise_hint = "lessons/05-matmul/exercise.cu: fill in the tile loads, the barriers and the inner product",
+}));
+KLAB_REGISTER(klab::register_op(make_matmul_op(false)));
+KLAB_REGISTER(klab::register_op(make_matmul_op(true)));
+KLAB_REGISTER(klab::register_op(make_gemv_op()));
