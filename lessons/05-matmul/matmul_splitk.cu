@@ -1,0 +1,118 @@
+// Lesson 05 — split-K: matmul for outputs too small to fill the GPU.
+//
+//   v12_splitk   a 512x512 output is 16 tiles of 128x128: 16 blocks on 132 SMs, each
+//                walking all of K alone. Split-K cuts K into S slices, runs the S·16
+//                products side by side (blockIdx.z = slice) into fp32 partials, and a
+//                second kernel adds the S partials of each element (in slice order, so
+//                the result is deterministic) and rounds once to the output type.
+//                f32 uses v7's kernel for the slices, bf16 uses v11's.
+//
+// The price: S·M·N·4 bytes of workspace written and read back, and a second launch. It
+// pays when M·N is small and K large; on a 4096^3 problem S is 1 and this is v7 / v11.
+//
+//   klab bench 05 --op matmul --impl v12_splitk,v8_autotuned,cublas --shape 512x512x32768
+#include <cuda_bf16.h>
+#include <cuda_runtime.h>
+
+#include <algorithm>
+#include <cstdint>
+
+#include "klab/device.hpp"
+#include "klab/error.hpp"
+#include "klab/kernels.cuh"
+#include "klab/op.hpp"
+#include "matmul.cuh"
+
+namespace {
+
+using std::int64_t;
+
+struct Split {
+  int splits = 1, k_chunk = 0;
+};
+
+// Enough slices for about two blocks per SM, each slice at least 256 deep (shorter ones
+// spend more on the partials than they save), the slice length a multiple of the 32-deep
+// K tile (it keeps 16-byte alignment of the shifted operands, too).
+Split choose_split(const klab::Problem& p) {
+  const matmul::Shape s = matmul::shape_of(p);
+  Split r;
+  r.k_chunk = s.K;
+  if (s.M == 0 || s.N == 0 || s.K == 0) return r;
+  const int sms = klab::device_info().present ? klab::device_info().sms : 132;
+  const int64_t tiles = klab::ceil_div<int64_t>(s.M, 128) * klab::ceil_div<int64_t>(s.N, 128);
+  int64_t want = klab::ceil_div<int64_t>(2 * sms, tiles);
+  want = std::min<int64_t>({want, 64, std::max<int64_t>(1, s.K / 256)});
+  if (want <= 1) return r;
+  r.k_chunk = static_cast<int>(klab::ceil_div<int64_t>(klab::ceil_div<int64_t>(s.K, want), 32) * 32);
+  r.splits = static_cast<int>(klab::ceil_div<int64_t>(s.K, r.k_chunk));  // every slice non-empty
+  if (r.splits <= 1) r.k_chunk = s.K, r.splits = 1;
+  return r;
+}
+
+// C(i) = Σ_s P(s, i), s in order: fixed summation order, the same bits every run.
+template <class T>
+__global__ void splitk_reduce_kernel(const float* __restrict__ g_P, T* __restrict__ g_C, int64_t mn, int splits) {
+  for (int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; i < mn;
+       i += static_cast<int64_t>(gridDim.x) * blockDim.x) {
+    float acc = 0.f;
+    for (int s = 0; s < splits; ++s) acc += g_P[s * mn + i];
+    g_C[i] = klab::from_f32<T>(acc);
+  }
+}
+
+void run_splitk(const klab::Launch& L) {
+  matmul::GemmArgs g = matmul::gemm_args(L);
+  if (matmul::empty_output(g)) return;
+  const Split sp = choose_split(L.problem);
+  const bool f32 = L.problem.dtype == klab::DType::f32;
+  if (sp.splits == 1) {  // nothing to split: the plain kernel straight into C
+    if (f32) matmul::launch_warptile_f32(g, L.problem.variant, L.stream);
+    else matmul::launch_mma_bf16(g, L.problem.variant, false, L.stream);
+    return;
+  }
+  const int64_t mn = static_cast<int64_t>(g.M) * g.N;
+  KLAB_REQUIRE(L.workspace_bytes >= static_cast<std::size_t>(sp.splits * mn) * sizeof(float),
+               "v12_splitk: workspace too small");
+  matmul::GemmArgs part = g;
+  part.C = L.workspace;       // (splits, M, N) fp32
+  part.ldc = g.N;
+  part.sC = mn;               // blockIdx.z = slice -> its own partial
+  part.splits = sp.splits;
+  part.k_chunk = sp.k_chunk;
+  if (f32) matmul::launch_warptile_f32(part, L.problem.variant, L.stream);
+  else matmul::launch_mma_bf16(part, L.problem.variant, true, L.stream);
+  const unsigned blocks = klab::blocks_for(mn, 256, 4096);
+  if (f32)
+    splitk_reduce_kernel<float><<<blocks, 256, 0, L.stream>>>(static_cast<const float*>(L.workspace),
+                                                              L.out[0].as<float>(), mn, sp.splits);
+  else
+    splitk_reduce_kernel<__nv_bfloat16><<<blocks, 256, 0, L.stream>>>(
+        static_cast<const float*>(L.workspace), L.out[0].as<__nv_bfloat16>(), mn, sp.splits);
+  KLAB_CHECK_LAUNCH();
+}
+
+bool register_all() {
+  klab::register_impl({
+      .op = "matmul",
+      .name = "v12_splitk",
+      .summary = "K cut into slices run side by side, fp32 partials summed in order",
+      .kind = klab::ImplKind::cuda,
+      .supports = [](const klab::Problem& p) -> std::string {
+        if (p.dtype == klab::DType::bf16) return klab::require_cc(80);
+        return p.dtype == klab::DType::f32 ? "" : "f32 and bf16 only";
+      },
+      .workspace = [](const klab::Problem& p) -> std::size_t {
+        const Split sp = choose_split(p);
+        if (sp.splits == 1) return 0;
+        const matmul::Shape s = matmul::shape_of(p);
+        return static_cast<std::size_t>(sp.splits) * s.M * s.N * sizeof(float);
+      },
+      .run = run_splitk,
+  });
+  return true;
+}
+
+}  // namespace
+
+KLAB_REGISTER(register_all());

@@ -1,0 +1,480 @@
+// Lesson 05 — matmul on the tensor cores: bf16 inputs, fp32 accumulation, bf16 output.
+//
+//   v9_wmma            the portable C++ API: a warp loads 16x16 fragments from shared
+//                      memory (wmma::load_matrix_sync) and multiplies them
+//                      (wmma::mma_sync); 128x128x32 block tiles, 8 warps of 64x32, one
+//                      shared-memory stage loaded synchronously
+//   v10_mma_sync       the PTX underneath: ldmatrix (with .trans for M/N-contiguous
+//                      operands) feeds mma.sync.m16n8k16 directly from registers we
+//                      control; tiles arrive by cp.async (16-byte copies that bypass the
+//                      registers) into a two-stage ring; shared rows are plain, so an
+//                      ldmatrix of 8 rows 64 or 256 bytes apart hits the same banks
+//   v11_mma_pipelined  four cp.async stages in flight (three tiles loading while one is
+//                      multiplied), the XOR swizzle that spreads every ldmatrix over all
+//                      32 banks, and a grouped tile order so consecutive blocks share
+//                      their A rows in L2
+//
+// Any M, N, K and all three layouts: tiles are zero-filled past M, N and K (cp.async with
+// a source size below 16 fills the rest with zeros), stores are guarded. cp.async needs
+// 16-byte aligned sources: when a row length is not a multiple of 8 elements the same
+// kernel is instantiated with plain loads (ASYNC = false) — correct, slower.
+//
+// The Hopper versions (TMA + wgmma, warp specialisation, persistent) go in a file of their
+// own that registers v13_... impls for the same ops, guarded with __CUDA_ARCH__ >= 900.
+//
+//   klab test 05 --op matmul --dtype bf16
+//   klab bench 05 --op matmul --dtype bf16 --variant nt --shape 4096x4096x4096
+#include <cuda_bf16.h>
+#include <cuda_runtime.h>
+#include <mma.h>
+
+#include <cstdint>
+#include <string>
+
+#include "klab/error.hpp"
+#include "klab/kernels.cuh"
+#include "klab/op.hpp"
+#include "matmul.cuh"
+
+namespace {
+
+using bf16 = __nv_bfloat16;
+using matmul::GemmArgs;
+using std::int64_t;
+using std::uint32_t;
+
+// ---- PTX wrappers (sm_80+) ------------------------------------------------------------
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ < 800
+#define KLAB_TC_UNSUPPORTED 1
+#endif
+
+__device__ __forceinline__ uint32_t smem_u32(const void* p) {
+  return static_cast<uint32_t>(__cvta_generic_to_shared(p));
+}
+
+// 16-byte global -> shared copy; bytes beyond src_bytes (0..16) are written as zeros.
+__device__ __forceinline__ void cp_async_16(uint32_t dst, const void* src, int src_bytes) {
+#ifndef KLAB_TC_UNSUPPORTED
+  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(dst), "l"(src), "r"(src_bytes));
+#endif
+}
+__device__ __forceinline__ void cp_async_commit() {
+#ifndef KLAB_TC_UNSUPPORTED
+  asm volatile("cp.async.commit_group;\n" ::);
+#endif
+}
+template <int N>
+__device__ __forceinline__ void cp_async_wait() {  // at most N groups still in flight
+#ifndef KLAB_TC_UNSUPPORTED
+  asm volatile("cp.async.wait_group %0;\n" ::"n"(N));
+#endif
+}
+
+// Four 8x8 b16 matrices; lanes 8i..8i+7 give the row addresses of matrix i. Lane l gets,
+// in register i, row l/4, columns 2(l%4) and 2(l%4)+1 of matrix i (of its transpose with
+// TRANS).
+template <bool TRANS>
+__device__ __forceinline__ void ldmatrix_x4(uint32_t (&r)[4], uint32_t addr) {
+#ifndef KLAB_TC_UNSUPPORTED
+  if (TRANS)
+    asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0, %1, %2, %3}, [%4];\n"
+                 : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3]) : "r"(addr));
+  else
+    asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0, %1, %2, %3}, [%4];\n"
+                 : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3]) : "r"(addr));
+#endif
+}
+
+// D(16x8, f32) += A(16x16, bf16, row) · B(16x8, bf16, col).
+__device__ __forceinline__ void mma_bf16_16816(float (&d)[4], const uint32_t (&a)[4], const uint32_t (&b)[2]) {
+#ifndef KLAB_TC_UNSUPPORTED
+  asm volatile(
+      "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, "
+      "{%0, %1, %2, %3};\n"
+      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]));
+#endif
+}
+
+// ---- shared-memory tile addressing ----------------------------------------------------
+// A tile keeps the operand's global layout: ROWS rows of COLS contiguous bf16 (COLS = BK
+// for a K-contiguous operand, BM or BN otherwise), addressed in 16-byte chunks of 8.
+// Swizzled: chunk c of row r lives at chunk c ^ key(r). ldmatrix reads one chunk from each
+// of 8 consecutive rows; with 64-byte rows (BK = 32) rows r and r+2 share banks, with
+// 256-byte rows all 8 do. The key makes the 8 chunks land in 8 different 16-byte bank
+// groups:  64-byte rows: key = (r/2) % 4;  128 or 256-byte rows: key = r % 8.
+//   equivalent to, for 256-byte rows:  phys_chunk = chunk ^ (row & 7)
+template <int COLS, bool SWZ>
+__device__ __forceinline__ uint32_t tile_off(int r, int chunk) {  // bytes from the tile start
+  constexpr int RB = COLS * 2, CH = COLS / 8;
+  static_assert(COLS % 8 == 0, "16-byte chunks");
+  if constexpr (!SWZ) {
+    return static_cast<uint32_t>(r * RB + chunk * 16);
+  } else {
+    constexpr int LR = RB >= 128 ? 1 : 128 / RB;  // rows per 128-byte line
+    constexpr int KEYS = (8 / LR) < CH ? (8 / LR) : CH;
+    return static_cast<uint32_t>(r * RB + ((chunk ^ ((r / LR) % KEYS)) * 16));
+  }
+}
+
+// Copies rows [r0, r0+ROWS) x columns [c0, c0+COLS) of a row-major operand (pitch ld) into
+// a tile, zero outside [0, r_lim) x [0, c_lim).
+template <int ROWS, int COLS, int NT, bool SWZ, bool ASYNC>
+__device__ __forceinline__ void load_tile(const bf16* g, int64_t ld, int r0, int c0, int r_lim, int c_lim,
+                                          char* tile, int tid) {
+  constexpr int CH = COLS / 8, CHUNKS = ROWS * CH;
+  static_assert(CHUNKS % NT == 0, "every thread copies the same number of chunks");
+#pragma unroll
+  for (int i = 0; i < CHUNKS / NT; ++i) {
+    const int c = tid + i * NT, r = c / CH, ch = c % CH;
+    const int gr = r0 + r, gc = c0 + ch * 8;
+    const bool row_in = gr < r_lim;
+    const bf16* src = g + static_cast<int64_t>(row_in ? gr : 0) * ld + gc;
+    char* dst = tile + tile_off<COLS, SWZ>(r, ch);
+    if constexpr (ASYNC) {
+      const int valid = (row_in && gc < c_lim) ? min(8, c_lim - gc) : 0;
+      cp_async_16(smem_u32(dst), valid > 0 ? static_cast<const void*>(src) : static_cast<const void*>(g), valid * 2);
+    } else {
+      __align__(16) bf16 v[8];
+#pragma unroll
+      for (int j = 0; j < 8; ++j) v[j] = (row_in && gc + j < c_lim) ? src[j] : __float2bfloat16_rn(0.f);
+      *reinterpret_cast<uint4*>(dst) = *reinterpret_cast<const uint4*>(v);
+    }
+  }
+}
+
+template <class TC>
+__device__ __forceinline__ void store_pair(TC* c, int64_t row_off, int n, int N, float v0, float v1, bool pair_ok) {
+  if (pair_ok && n + 1 < N) {
+    if constexpr (sizeof(TC) == 2)
+      *reinterpret_cast<__nv_bfloat162*>(c + row_off + n) = __floats2bfloat162_rn(v0, v1);
+    else
+      *reinterpret_cast<float2*>(c + row_off + n) = make_float2(v0, v1);
+  } else {
+    if (n < N) c[row_off + n] = klab::from_f32<TC>(v0);
+    if (n + 1 < N) c[row_off + n + 1] = klab::from_f32<TC>(v1);
+  }
+}
+
+// ======================================================================================
+// v9_wmma — 128x128x32 block tile, 8 warps as 2 (M) x 4 (N), each a 64x32 warp tile of
+// 4x2 fragments of 16x16. Shared tiles keep the global layout (+8 elements of padding per
+// row; WMMA's col_major fragments read M/N-contiguous tiles as they are).
+// ======================================================================================
+namespace wmma = nvcuda::wmma;
+
+template <bool AK, bool BK, bool VEC>
+__global__ void __launch_bounds__(256) v9_wmma_kernel(GemmArgs g, bool c_pair) {
+#ifndef KLAB_TC_UNSUPPORTED
+  constexpr int BM = 128, BN = 128, BKT = 32, NT = 256, PAD = 8;
+  constexpr int A_ROWS = AK ? BM : BKT, A_COLS = AK ? BKT : BM;  // tile in A's global layout
+  constexpr int B_ROWS = BK ? BN : BKT, B_COLS = BK ? BKT : BN;
+  constexpr int LDA = A_COLS + PAD, LDB = B_COLS + PAD;          // wmma ldm, elements
+  __shared__ __align__(128) bf16 s_A[A_ROWS * LDA];
+  __shared__ __align__(128) bf16 s_B[B_ROWS * LDB];
+  __shared__ __align__(128) float s_C[8][16 * 16];               // per-warp epilogue staging
+
+  const auto z = matmul::z_slice<AK, BK, bf16, bf16>(g);
+  const int tid = threadIdx.x, warp = tid / 32, lane = tid % 32;
+  const int m0 = blockIdx.y * BM, n0 = blockIdx.x * BN;
+  const int wm0 = (warp / 4) * 64, wn0 = (warp % 4) * 32;
+
+  using ALayout = std::conditional_t<AK, wmma::row_major, wmma::col_major>;
+  using BLayout = std::conditional_t<BK, wmma::col_major, wmma::row_major>;
+  wmma::fragment<wmma::accumulator, 16, 16, 16, float> acc[4][2];
+#pragma unroll
+  for (int i = 0; i < 4; ++i)
+#pragma unroll
+    for (int j = 0; j < 2; ++j) wmma::fill_fragment(acc[i][j], 0.f);
+
+  for (int k0 = 0; k0 < z.k_len; k0 += BKT) {
+    // Padded rows (LDA = A_COLS + 8) through the generic loader: a pitch of LDA elements.
+#pragma unroll
+    for (int i = 0; i < A_ROWS * (A_COLS / 8) / NT; ++i) {
+      const int c = tid + i * NT, r = c / (A_COLS / 8), ch = c % (A_COLS / 8);
+      const int gr = (AK ? m0 : k0) + r, gc = (AK ? k0 : m0) + ch * 8;
+      const int r_lim = AK ? g.M : z.k_len, c_lim = AK ? z.k_len : g.M;
+      const bf16* src = z.A + static_cast<int64_t>(gr < r_lim ? gr : 0) * g.lda + gc;
+      __align__(16) bf16 v[8];
+      if (VEC && gr < r_lim && gc + 7 < c_lim) {
+        *reinterpret_cast<uint4*>(v) = __ldg(reinterpret_cast<const uint4*>(src));
+      } else {
+#pragma unroll
+        for (int j = 0; j < 8; ++j) v[j] = (gr < r_lim && gc + j < c_lim) ? src[j] : __float2bfloat16_rn(0.f);
+      }
+      *reinterpret_cast<uint4*>(&s_A[r * LDA + ch * 8]) = *reinterpret_cast<const uint4*>(v);
+    }
+#pragma unroll
+    for (int i = 0; i < B_ROWS * (B_COLS / 8) / NT; ++i) {
+      const int c = tid + i * NT, r = c / (B_COLS / 8), ch = c % (B_COLS / 8);
+      const int gr = (BK ? n0 : k0) + r, gc = (BK ? k0 : n0) + ch * 8;
+      const int r_lim = BK ? g.N : z.k_len, c_lim = BK ? z.k_len : g.N;
+      const bf16* src = z.B + static_cast<int64_t>(gr < r_lim ? gr : 0) * g.ldb + gc;
+      __align__(16) bf16 v[8];
+      if (VEC && gr < r_lim && gc + 7 < c_lim) {
+        *reinterpret_cast<uint4*>(v) = __ldg(reinterpret_cast<const uint4*>(src));
+      } else {
+#pragma unroll
+        for (int j = 0; j < 8; ++j) v[j] = (gr < r_lim && gc + j < c_lim) ? src[j] : __float2bfloat16_rn(0.f);
+      }
+      *reinterpret_cast<uint4*>(&s_B[r * LDB + ch * 8]) = *reinterpret_cast<const uint4*>(v);
+    }
+    __syncthreads();
+#pragma unroll
+    for (int kk = 0; kk < BKT; kk += 16) {
+      wmma::fragment<wmma::matrix_a, 16, 16, 16, bf16, ALayout> fa[4];
+      wmma::fragment<wmma::matrix_b, 16, 16, 16, bf16, BLayout> fb[2];
+#pragma unroll
+      for (int i = 0; i < 4; ++i) {
+        const int m = wm0 + i * 16;  // (m, k) at row m, column k (row_major) or row k, column m
+        wmma::load_matrix_sync(fa[i], AK ? &s_A[m * LDA + kk] : &s_A[kk * LDA + m], LDA);
+      }
+#pragma unroll
+      for (int j = 0; j < 2; ++j) {
+        const int n = wn0 + j * 16;
+        wmma::load_matrix_sync(fb[j], BK ? &s_B[n * LDB + kk] : &s_B[kk * LDB + n], LDB);
+      }
+#pragma unroll
+      for (int i = 0; i < 4; ++i)
+#pragma unroll
+        for (int j = 0; j < 2; ++j) wmma::mma_sync(acc[i][j], fa[i], fb[j], acc[i][j]);
+    }
+    __syncthreads();
+  }
+
+  // Fragments have no documented element order: stage each through shared memory, then
+  // convert and store with guards.
+  float* stage = s_C[warp];
+#pragma unroll
+  for (int i = 0; i < 4; ++i)
+#pragma unroll
+    for (int j = 0; j < 2; ++j) {
+      wmma::store_matrix_sync(stage, acc[i][j], 16, wmma::mem_row_major);
+      __syncwarp();
+#pragma unroll
+      for (int e = lane * 2; e < 256; e += 64) {
+        const int r = e / 16, c = e % 16;
+        const int m = m0 + wm0 + i * 16 + r, n = n0 + wn0 + j * 16 + c;
+        if (m < g.M) store_pair<bf16>(z.C, static_cast<int64_t>(m) * g.ldc, n, g.N, stage[e], stage[e + 1], c_pair);
+      }
+      __syncwarp();
+    }
+#endif
+}
+
+// ======================================================================================
+// v10_mma_sync (STAGES 2, plain rows) and v11_mma_pipelined (STAGES 4, swizzled, grouped
+// tile order). 128x128x32 block tile, 8 warps as 2 (M) x 4 (N), warp tile 64x32 =
+// 4 (m16) x 4 (n8) mma tiles, 64 fp32 accumulators per thread.
+//
+// Fragments (PTX ISA, mma.m16n8k16 .bf16), g = lane / 4, t = lane % 4:
+//   A regs a0..a3: (row g, k 2t..2t+1), (row g+8, k 2t..), (row g, k 8+2t..), (row g+8, k 8+2t..)
+//   B regs b0, b1: (k 2t..2t+1, col g), (k 8+2t.., col g)
+//   C regs c0..c3: (row g, col 2t), (row g, col 2t+1), (row g+8, col 2t), (row g+8, col 2t+1)
+// One ldmatrix.x4 gives a whole A fragment (its four 8x8 quarters) or the B fragments of
+// two n8 tiles. For an operand stored with K contiguous the 8x8 quarters are read as
+// stored; stored M/N-contiguous they are read transposed (.trans): the same registers.
+// ======================================================================================
+template <int STAGES, bool SWZ, bool GROUPED>
+struct MmaConfig {
+  static constexpr int BM = 128, BN = 128, BK = 32, NT = 256;
+  static constexpr int TILE_BYTES_A = BM * BK * 2, TILE_BYTES_B = BN * BK * 2;
+  static constexpr int STAGE_BYTES = TILE_BYTES_A + TILE_BYTES_B;
+  static constexpr int SMEM_BYTES = STAGES * STAGE_BYTES;
+  static_assert(STAGES >= 2, "the ring needs a stage to compute and one to load");
+};
+
+template <class Cfg, bool SWZ, bool GROUPED, int STAGES, bool AK, bool BK, bool ASYNC, class TC>
+__global__ void __launch_bounds__(256, 2) mma_kernel(GemmArgs g, bool c_pair) {
+#ifndef KLAB_TC_UNSUPPORTED
+  constexpr int BM = Cfg::BM, BN = Cfg::BN, BKT = Cfg::BK, NT = Cfg::NT;
+  constexpr int A_ROWS = AK ? BM : BKT, A_COLS = AK ? BKT : BM;  // tile in A's global layout
+  constexpr int B_ROWS = BK ? BN : BKT, B_COLS = BK ? BKT : BN;
+  extern __shared__ __align__(128) char smem[];                  // STAGES x (A tile, B tile)
+
+  const auto z = matmul::z_slice<AK, BK, bf16, TC>(g);
+  const int tid = threadIdx.x, warp = tid / 32, lane = tid % 32;
+
+  // Tile order. Row-major order walks all N tiles of one M row before the next, so the B
+  // columns are re-read from DRAM for each M row; grouped order walks 8 M rows at a time,
+  // column by column, and a B tile is reused 8 times while it is in L2.
+  int tile_m = blockIdx.y, tile_n = blockIdx.x;
+  if constexpr (GROUPED) {
+    constexpr int GROUP = 8;
+    const int grid_n = gridDim.x, grid_m = gridDim.y;
+    const int bid = blockIdx.y * grid_n + blockIdx.x;
+    const int per_group = GROUP * grid_n;
+    const int first_m = (bid / per_group) * GROUP;
+    const int rows = min(grid_m - first_m, GROUP);
+    tile_m = first_m + (bid % per_group) % rows;
+    tile_n = (bid % per_group) / rows;
+  }
+  const int m0 = tile_m * BM, n0 = tile_n * BN;
+  const int wm0 = (warp / 4) * 64, wn0 = (warp % 4) * 32;
+
+  auto load_stage = [&](int kt, int stage) {
+    char* ta = smem + stage * Cfg::STAGE_BYTES;
+    char* tb = ta + Cfg::TILE_BYTES_A;
+    const int k0 = kt * BKT;
+    if (AK) load_tile<A_ROWS, A_COLS, NT, SWZ, ASYNC>(z.A, g.lda, m0, k0, g.M, z.k_len, ta, tid);
+    else    load_tile<A_ROWS, A_COLS, NT, SWZ, ASYNC>(z.A, g.lda, k0, m0, z.k_len, g.M, ta, tid);
+    if (BK) load_tile<B_ROWS, B_COLS, NT, SWZ, ASYNC>(z.B, g.ldb, n0, k0, g.N, z.k_len, tb, tid);
+    else    load_tile<B_ROWS, B_COLS, NT, SWZ, ASYNC>(z.B, g.ldb, k0, n0, z.k_len, g.N, tb, tid);
+  };
+
+  float acc[4][4][4] = {};  // (m16 tile, n8 tile, c register)
+  const int k_tiles = (z.k_len + BKT - 1) / BKT;
+
+  // Prologue: STAGES-1 tiles in flight. A group is committed even when empty, so that
+  // "group kt" always means "tile kt" in the wait below.
+#pragma unroll
+  for (int s = 0; s < STAGES - 1; ++s) {
+    if (s < k_tiles) load_stage(s, s);
+    cp_async_commit();
+  }
+
+  const int li = lane / 8, lr = lane % 8;  // which 8x8 matrix this lane addresses, which row
+  for (int kt = 0; kt < k_tiles; ++kt) {
+    cp_async_wait<STAGES - 2>();  // tile kt has landed (at most STAGES-2 newer groups pending)
+    __syncthreads();              // ...for every thread's copies; and stage kt-1 is free
+    {
+      const int next = kt + STAGES - 1;
+      if (next < k_tiles) load_stage(next, next % STAGES);
+      cp_async_commit();
+    }
+    const char* ta = smem + (kt % STAGES) * Cfg::STAGE_BYTES;
+    const char* tb = ta + Cfg::TILE_BYTES_A;
+    const uint32_t sa = smem_u32(ta), sb = smem_u32(tb);
+#pragma unroll
+    for (int kk = 0; kk < BKT; kk += 16) {
+      uint32_t a[4][4], b[4][2];
+#pragma unroll
+      for (int mi = 0; mi < 4; ++mi) {
+        // matrix li: m half li % 2, k half li / 2
+        const int m = wm0 + mi * 16 + (li % 2) * 8, k = kk + (li / 2) * 8;
+        const uint32_t addr = AK ? sa + tile_off<A_COLS, SWZ>(m + lr, k / 8)
+                                 : sa + tile_off<A_COLS, SWZ>(k + lr, m / 8);
+        ldmatrix_x4<!AK>(a[mi], addr);
+      }
+#pragma unroll
+      for (int nj = 0; nj < 2; ++nj) {
+        // matrix li: n8 tile 2·nj + li / 2, k half li % 2
+        const int n = wn0 + nj * 16 + (li / 2) * 8, k = kk + (li % 2) * 8;
+        const uint32_t addr = BK ? sb + tile_off<B_COLS, SWZ>(n + lr, k / 8)
+                                 : sb + tile_off<B_COLS, SWZ>(k + lr, n / 8);
+        uint32_t r[4];
+        ldmatrix_x4<!BK>(r, addr);
+        b[2 * nj][0] = r[0], b[2 * nj][1] = r[1], b[2 * nj + 1][0] = r[2], b[2 * nj + 1][1] = r[3];
+      }
+#pragma unroll
+      for (int mi = 0; mi < 4; ++mi)
+#pragma unroll
+        for (int ni = 0; ni < 4; ++ni) mma_bf16_16816(acc[mi][ni], a[mi], b[ni]);
+    }
+  }
+  cp_async_wait<0>();  // no copy may still target shared memory when the block exits
+
+  const int gq = lane / 4, tq = lane % 4;
+#pragma unroll
+  for (int mi = 0; mi < 4; ++mi)
+#pragma unroll
+    for (int h = 0; h < 2; ++h) {
+      const int m = m0 + wm0 + mi * 16 + gq + h * 8;
+      if (m >= g.M) continue;
+      const int64_t row = static_cast<int64_t>(m) * g.ldc;
+#pragma unroll
+      for (int ni = 0; ni < 4; ++ni) {
+        const int n = n0 + wn0 + ni * 8 + tq * 2;
+        store_pair<TC>(z.C, row, n, g.N, acc[mi][ni][2 * h], acc[mi][ni][2 * h + 1], c_pair);
+      }
+    }
+#endif
+}
+
+// ======================================================================================
+// Launchers
+// ======================================================================================
+dim3 grid_for(const GemmArgs& g, int bm, int bn, int batch) {
+  const int64_t gy = klab::ceil_div<int64_t>(g.M, bm), gz = static_cast<int64_t>(batch) * g.splits;
+  KLAB_REQUIRE(gy <= 65535 && gz <= 65535, "matmul: grid y (M tiles) or z (batch x splits) over 65535");
+  return dim3(static_cast<unsigned>(klab::ceil_div<int64_t>(g.N, bn)), static_cast<unsigned>(gy),
+              static_cast<unsigned>(gz));
+}
+
+// Two output elements at once need an even pitch and an aligned base.
+bool pair_ok(const GemmArgs& g, std::size_t elem) {
+  return reinterpret_cast<std::uintptr_t>(g.C) % (2 * elem) == 0 && g.ldc % 2 == 0 && g.sC % 2 == 0;
+}
+
+void run_v9(const klab::Launch& L) {
+  GemmArgs g = matmul::gemm_args(L);
+  if (matmul::empty_output(g)) return;
+  const dim3 grid = grid_for(g, 128, 128, matmul::shape_of(L.problem).batch);
+  const bool vec = matmul::operands_aligned(g, 2, 16), cp = pair_ok(g, 2);
+  matmul::dispatch_layout(L.problem.variant, [&]<bool AK, bool BK>() {
+    if (vec) v9_wmma_kernel<AK, BK, true><<<grid, 256, 0, L.stream>>>(g, cp);
+    else v9_wmma_kernel<AK, BK, false><<<grid, 256, 0, L.stream>>>(g, cp);
+  });
+  KLAB_CHECK_LAUNCH();
+}
+
+template <int STAGES, bool SWZ, bool GROUPED, bool AK, bool BK, bool ASYNC, class TC>
+void launch_mma_inst(const GemmArgs& g, int batch, cudaStream_t s) {
+  using Cfg = MmaConfig<STAGES, SWZ, GROUPED>;
+  auto kernel = mma_kernel<Cfg, SWZ, GROUPED, STAGES, AK, BK, ASYNC, TC>;
+  static bool attr_set = false;  // per instantiation; 64 KB needs the opt-in above 48 KB
+  if (!attr_set) {
+    KLAB_CHECK_CUDA(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, Cfg::SMEM_BYTES));
+    attr_set = true;
+  }
+  kernel<<<grid_for(g, Cfg::BM, Cfg::BN, batch), Cfg::NT, Cfg::SMEM_BYTES, s>>>(g, pair_ok(g, sizeof(TC)));
+  KLAB_CHECK_LAUNCH();
+}
+
+template <int STAGES, bool SWZ, bool GROUPED, class TC>
+void launch_mma(const GemmArgs& g, const std::string& variant, int batch, cudaStream_t s) {
+  if (matmul::empty_output(g)) return;
+  const bool async = matmul::operands_aligned(g, 2, 16);
+  matmul::dispatch_layout(variant, [&]<bool AK, bool BK>() {
+    if (async) launch_mma_inst<STAGES, SWZ, GROUPED, AK, BK, true, TC>(g, batch, s);
+    else launch_mma_inst<STAGES, SWZ, GROUPED, AK, BK, false, TC>(g, batch, s);
+  });
+}
+
+void run_v10(const klab::Launch& L) {
+  launch_mma<2, false, false, bf16>(matmul::gemm_args(L), L.problem.variant, matmul::shape_of(L.problem).batch,
+                                    L.stream);
+}
+void run_v11(const klab::Launch& L) {
+  launch_mma<4, true, true, bf16>(matmul::gemm_args(L), L.problem.variant, matmul::shape_of(L.problem).batch,
+                                  L.stream);
+}
+
+std::string bf16_tc(const klab::Problem& p) {
+  if (p.dtype != klab::DType::bf16) return "bf16 only (tensor cores); f32 runs on the SIMT ladder";
+  return klab::require_cc(80);
+}
+
+bool register_all() {
+  auto add = [](const char* op, const char* name, const char* summary, void (*run)(const klab::Launch&)) {
+    klab::register_impl({.op = op, .name = name, .summary = summary, .kind = klab::ImplKind::cuda,
+                         .supports = bf16_tc, .run = run});
+  };
+  add("matmul", "v9_wmma", "tensor cores through WMMA 16x16x16 fragments", run_v9);
+  add("matmul", "v10_mma_sync", "ldmatrix + mma.sync m16n8k16, cp.async double buffer", run_v10);
+  add("matmul", "v11_mma_pipelined", "4 cp.async stages, swizzled shared memory, grouped tile order", run_v11);
+  add("matmul_batched", "v11_mma_pipelined", "v11 with blockIdx.z over the batch", run_v11);
+  return true;
+}
+
+}  // namespace
+
+namespace matmul {
+// Used by split-K (fp32 partials) — v11's kernel with blockIdx.z over the K slices.
+void launch_mma_bf16(const GemmArgs& g, const std::string& variant, bool out_f32, cudaStream_t s) {
+  if (out_f32) launch_mma<4, true, true, float>(g, variant, 1, s);
+  else launch_mma<4, true, true, bf16>(g, variant, 1, s);
+}
+}  // namespace matmul
+
+KLAB_REGISTER(register_all());
