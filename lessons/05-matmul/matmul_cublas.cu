@@ -1,0 +1,137 @@
+// Lesson 05 — the vendor baselines, measured in the same run as the kernels.
+//
+//   cublas       f32: cublasGemmEx with CUBLAS_COMPUTE_32F_PEDANTIC — true fp32 FMAs on the
+//                CUDA cores, the bar of the SIMT ladder. bf16: cublasGemmEx with A, B, C
+//                in CUDA_R_16BF and CUBLAS_COMPUTE_32F (fp32 accumulation, bf16 output) —
+//                the bar of the tensor-core versions. The speedup column of every matmul
+//                impl is against this one.
+//   cublas_tf32  f32 through the tensor cores (CUBLAS_COMPUTE_32F_FAST_TF32: inputs rounded
+//                to 10-bit mantissas): what fp32 "costs" when TF32 is allowed.
+//   gemv cublas  cublasSgemv (f32); bf16 through cublasGemmEx with N = 1.
+//
+// Row-major through a column-major library: a row-major (M, N) matrix is the column-major
+// (N, M) matrix Cᵀ, and Cᵀ = Bᵀ·Aᵀ, so cuBLAS is called with the operands swapped and
+// m = N, n = M. A row-major operand stored (R, C) is column-major (C, R) with ld = C.
+#include <cublas_v2.h>
+#include <cuda_runtime.h>
+
+#include <mutex>
+
+#include "klab/error.hpp"
+#include "klab/op.hpp"
+#include "matmul.cuh"
+
+namespace {
+
+cublasHandle_t handle() {
+  static cublasHandle_t h = [] {
+    cublasHandle_t x = nullptr;
+    KLAB_CHECK_CUBLAS(cublasCreate(&x));
+    return x;
+  }();
+  return h;
+}
+
+struct ColMajorCall {
+  cublasOperation_t op_b, op_a;  // on the swapped operands: first B, then A
+  int m, n, k;
+  int ldb, lda, ldc;
+};
+
+ColMajorCall col_major(const klab::Problem& p) {
+  const matmul::Shape s = matmul::shape_of(p);
+  ColMajorCall c;
+  c.m = s.N, c.n = s.M, c.k = s.K;
+  // B "n" (K, N) row-major = col-major (N, K) = Bᵀ: no transpose. B "t" (N, K) = col-major (K, N) = B.
+  c.op_b = matmul::b_kmajor(p.variant) ? CUBLAS_OP_T : CUBLAS_OP_N;
+  c.ldb = matmul::b_kmajor(p.variant) ? s.K : s.N;
+  // A "n" (M, K) row-major = col-major (K, M) = Aᵀ: no transpose. A "t" (K, M) = col-major (M, K) = A.
+  c.op_a = matmul::a_kmajor(p.variant) ? CUBLAS_OP_N : CUBLAS_OP_T;
+  c.lda = matmul::a_kmajor(p.variant) ? s.K : s.M;
+  c.ldc = s.N;
+  return c;
+}
+
+enum class Mode { pedantic_or_bf16, tf32 };
+
+// Returns false when there is nothing for cuBLAS to do (empty output); K == 0 is zeroed
+// here so that no assumption about cuBLAS's k == 0 path is needed.
+bool trivial(const klab::Launch& L) {
+  const matmul::Shape s = matmul::shape_of(L.problem);
+  if (s.M == 0 || s.N == 0 || s.batch == 0) return true;
+  if (s.K == 0) {
+    KLAB_CHECK_CUDA(cudaMemsetAsync(L.out[0].data, 0, L.out[0].bytes(), L.stream));
+    return true;
+  }
+  return false;
+}
+
+template <Mode MODE>
+void run_gemm(const klab::Launch& L) {
+  if (trivial(L)) return;
+  const matmul::Shape s = matmul::shape_of(L.problem);
+  const ColMajorCall c = col_major(L.problem);
+  const bool bf = L.problem.dtype == klab::DType::bf16;
+  const cudaDataType_t t = bf ? CUDA_R_16BF : CUDA_R_32F;
+  const cublasComputeType_t ct = bf ? CUBLAS_COMPUTE_32F
+                                    : (MODE == Mode::tf32 ? CUBLAS_COMPUTE_32F_FAST_TF32 : CUBLAS_COMPUTE_32F_PEDANTIC);
+  const float alpha = 1.f, beta = 0.f;
+  KLAB_CHECK_CUBLAS(cublasSetStream(handle(), L.stream));
+  if (L.problem.shape.size() == 3) {
+    KLAB_CHECK_CUBLAS(cublasGemmEx(handle(), c.op_b, c.op_a, c.m, c.n, c.k, &alpha, L.in[1].data, t, c.ldb,
+                                   L.in[0].data, t, c.lda, &beta, L.out[0].data, t, c.ldc, ct, CUBLAS_GEMM_DEFAULT));
+  } else {
+    const long long sa = static_cast<long long>(s.M) * s.K, sb = static_cast<long long>(s.K) * s.N,
+                    sc = static_cast<long long>(s.M) * s.N;
+    KLAB_CHECK_CUBLAS(cublasGemmStridedBatchedEx(handle(), c.op_b, c.op_a, c.m, c.n, c.k, &alpha, L.in[1].data, t,
+                                                 c.ldb, sb, L.in[0].data, t, c.lda, sa, &beta, L.out[0].data, t,
+                                                 c.ldc, sc, s.batch, ct, CUBLAS_GEMM_DEFAULT));
+  }
+}
+
+// y(M) = A(M, K) · x: A row-major is column-major (K, M) with ld K, so y = (that)ᵀ · x.
+void run_gemv(const klab::Launch& L) {
+  const int M = static_cast<int>(L.problem.shape[0]), K = static_cast<int>(L.problem.shape[1]);
+  if (M == 0) return;
+  if (K == 0) {
+    KLAB_CHECK_CUDA(cudaMemsetAsync(L.out[0].data, 0, L.out[0].bytes(), L.stream));
+    return;
+  }
+  const float alpha = 1.f, beta = 0.f;
+  KLAB_CHECK_CUBLAS(cublasSetStream(handle(), L.stream));
+  if (L.problem.dtype == klab::DType::f32) {
+    KLAB_CHECK_CUBLAS(cublasSgemv(handle(), CUBLAS_OP_T, K, M, &alpha, L.in[0].as<float>(), K,
+                                  L.in[1].as<float>(), 1, &beta, L.out[0].as<float>(), 1));
+  } else {
+    // yᵀ (1, M) = xᵀ (1, K) · Aᵀ (K, M): column-major m = 1, n = M, k = K.
+    KLAB_CHECK_CUBLAS(cublasGemmEx(handle(), CUBLAS_OP_N, CUBLAS_OP_N, 1, M, K, &alpha, L.in[1].data, CUDA_R_16BF, 1,
+                                   L.in[0].data, CUDA_R_16BF, K, &beta, L.out[0].data, CUDA_R_16BF, 1,
+                                   CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT));
+  }
+}
+
+std::string any_float(const klab::Problem& p) {
+  return p.dtype == klab::DType::f32 || p.dtype == klab::DType::bf16 ? "" : "f32 and bf16 only";
+}
+
+bool register_all() {
+  for (const char* op : {"matmul", "matmul_batched"}) {
+    klab::register_impl({.op = op, .name = "cublas",
+                         .summary = "cuBLAS GemmEx: f32 pedantic (CUDA cores), bf16 with fp32 accumulation",
+                         .kind = klab::ImplKind::vendor, .supports = any_float, .run = run_gemm<Mode::pedantic_or_bf16>});
+    klab::register_impl({.op = op, .name = "cublas_tf32",
+                         .summary = "cuBLAS GemmEx f32 on the tensor cores (TF32 inputs)",
+                         .kind = klab::ImplKind::vendor,
+                         .supports = [](const klab::Problem& p) -> std::string {
+                           return p.dtype == klab::DType::f32 ? "" : "f32 only (TF32 is a mode of the f32 problem)";
+                         },
+                         .run = run_gemm<Mode::tf32>});
+  }
+  klab::register_impl({.op = "gemv", .name = "cublas", .summary = "cublasSgemv (f32), cublasGemmEx N = 1 (bf16)",
+                       .kind = klab::ImplKind::vendor, .supports = any_float, .run = run_gemv});
+  return true;
+}
+
+}  // namespace
+
+KLAB_REGISTER(register_all());
