@@ -1,0 +1,95 @@
+"""Lesson 05, Triton track: bf16 matmul with fp32 accumulation, C = A · B.
+
+Each program computes one (BM, BN) tile of C: it walks K in steps of BK, loads a (BM, BK)
+tile of A and a (BK, BN) tile of B under masks (zero past M, N and K, so any shape works),
+and accumulates tl.dot(a, b) in fp32 — on Hopper, Triton lowers tl.dot to wgmma and
+pipelines the loads over num_stages buffers, which the CUDA versions do by hand.
+
+Programs are numbered in grouped order (GROUP_M rows of tiles at a time, column by column)
+so that tiles running at the same time share their A rows and B columns in L2 — the same
+order as the CUDA v11_mma_pipelined.
+
+Layouts: A_KMAJ / B_KMAJ say whether A and B are stored with K contiguous ("nn": A yes,
+B no; "tn": neither; "nt": both), as constexprs, so the unit stride is known at compile
+time and the loads vectorise.
+
+Ahead-of-time builds (the AOT list at the bottom): for each layout, four tile
+configurations, linked into one launcher per layout (tr_matmul_nn etc., algo_id 0..3).
+Each configuration is compiled twice: with the leading dimensions hinted divisible by 16
+(16-byte rows: wide loads) and without (any shape); the linked launcher picks the hinted
+one when the arguments allow it. matmul_triton_impl.cu times the four configurations on
+the first call for a shape and caches the fastest, like the CUDA v8_autotuned.
+"""
+import triton
+import triton.language as tl
+
+
+@triton.jit
+def matmul_kernel(a_ptr, b_ptr, c_ptr, M, N, K, lda, ldb, ldc,
+                  A_KMAJ: tl.constexpr, B_KMAJ: tl.constexpr,
+                  BM: tl.constexpr, BN: tl.constexpr, BK: tl.constexpr, GROUP_M: tl.constexpr):
+    pid = tl.program_id(0)
+    grid_m = tl.cdiv(M, BM)
+    grid_n = tl.cdiv(N, BN)
+    per_group = GROUP_M * grid_n
+    first_m = (pid // per_group) * GROUP_M
+    rows = tl.minimum(grid_m - first_m, GROUP_M)
+    pid_m = first_m + (pid % per_group) % rows
+    pid_n = (pid % per_group) // rows
+
+    rm = pid_m * BM + tl.arange(0, BM)                  # (BM,)
+    rn = pid_n * BN + tl.arange(0, BN)                  # (BN,)
+    rk = tl.arange(0, BK)                               # (BK,)
+    rm64 = rm.to(tl.int64)                              # row offsets may pass 2^31
+    rn64 = rn.to(tl.int64)
+    if A_KMAJ:
+        a_ptrs = a_ptr + rm64[:, None] * lda + rk[None, :]          # (BM, BK)
+        a_step = BK
+    else:
+        a_ptrs = a_ptr + rk[None, :].to(tl.int64) * lda + rm64[:, None]
+        a_step = BK * lda
+    if B_KMAJ:
+        b_ptrs = b_ptr + rn64[None, :] * ldb + rk[:, None]          # (BK, BN)
+        b_step = BK
+    else:
+        b_ptrs = b_ptr + rk[:, None].to(tl.int64) * ldb + rn64[None, :]
+        b_step = BK * ldb
+
+    acc = tl.zeros((BM, BN), dtype=tl.float32)
+    for k0 in range(0, K, BK):
+        a = tl.load(a_ptrs, mask=(rm[:, None] < M) & (rk[None, :] < K - k0), other=0.0)
+        b = tl.load(b_ptrs, mask=(rk[:, None] < K - k0) & (rn[None, :] < N), other=0.0)
+        acc = tl.dot(a, b, acc)
+        a_ptrs += a_step
+        b_ptrs += b_step
+
+    c_ptrs = c_ptr + rm64[:, None] * ldc + rn64[None, :]
+    tl.store(c_ptrs, acc.to(tl.bfloat16), mask=(rm[:, None] < M) & (rn[None, :] < N))
+
+
+# (BM, BN, BK, GROUP_M, num_warps, num_stages): the space the first call searches.
+CONFIGS = [
+    (128, 256, 64, 8, 8, 3),
+    (128, 128, 64, 8, 4, 4),
+    (128, 128, 32, 8, 4, 4),
+    (64, 128, 64, 8, 4, 4),
+]
+LAYOUTS = {"nn": (1, 0), "tn": (0, 0), "nt": (1, 1)}
+
+
+def _aot():
+    out = []
+    for layout, (ak, bk) in LAYOUTS.items():
+        for bm, bn, bk_, gm, warps, stages in CONFIGS:
+            grid = f"((M + {bm - 1}) / {bm}) * ((N + {bn - 1}) / {bn}), 1, 1"
+            for hint in (":16", ""):
+                out.append(dict(
+                    name=f"tr_matmul_{layout}", kernel="matmul_kernel",
+                    signature=(f"*bf16:16, *bf16:16, *bf16:16, i32, i32, i32, "
+                               f"i32{hint}, i32{hint}, i32{hint}, {ak}, {bk}, {bm}, {bn}, {bk_}, {gm}"),
+                    grid=grid, num_warps=warps, num_stages=stages))
+    return out
+
+
+# What the build compiles. Grids are C expressions over the non-constexpr arguments.
+AOT = _aot()

@@ -1,0 +1,87 @@
+// Lesson 05 — the Triton matmul (matmul_triton.py), compiled ahead of time, as impl
+// `triton` of op matmul (bf16, all three layouts).
+//
+// The build links four tile configurations per layout into one launcher
+// (tr_matmul_nn(stream, ..., algo_id)); the first call for a shape times all four on the
+// stream and caches the fastest (matmul::autotune, the same mechanism as v8_autotuned).
+#include <cuda.h>
+#include <cuda_runtime.h>
+
+#include <string>
+
+#include "klab/error.hpp"
+#include "klab/op.hpp"
+#include "klab/triton.hpp"
+#include "matmul.cuh"
+
+#if KLAB_HAVE_TRITON
+#include "matmul_triton.h"
+#endif
+
+namespace {
+
+#if KLAB_HAVE_TRITON
+using Launcher = CUresult (*)(CUstream, CUdeviceptr, CUdeviceptr, CUdeviceptr, int32_t, int32_t, int32_t, int32_t,
+                              int32_t, int32_t, int);
+
+struct Layout {
+  Launcher launch;
+  int (*num_algos)(void);
+  void (*load)(void);
+};
+
+const Layout& layout_of(const std::string& v) {
+  static const Layout nn{tr_matmul_nn, tr_matmul_nn_get_num_algos, load_tr_matmul_nn};
+  static const Layout tn{tr_matmul_tn, tr_matmul_tn_get_num_algos, load_tr_matmul_tn};
+  static const Layout nt{tr_matmul_nt, tr_matmul_nt_get_num_algos, load_tr_matmul_nt};
+  if (v == "nn") return nn;
+  if (v == "tn") return tn;
+  KLAB_REQUIRE(v == "nt", "triton matmul: unknown variant " + v);
+  return nt;
+}
+#endif
+
+void run_triton(const klab::Launch& L) {
+#if KLAB_HAVE_TRITON
+  const matmul::GemmArgs g = matmul::gemm_args(L);
+  if (matmul::empty_output(g)) return;
+  const Layout& lay = layout_of(L.problem.variant);
+  static bool loaded[3] = {false, false, false};
+  bool& is_loaded = loaded[L.problem.variant == "nn" ? 0 : L.problem.variant == "tn" ? 1 : 2];
+  if (!is_loaded) {
+    klab::triton_prepare();
+    lay.load();
+    is_loaded = true;
+  }
+  auto launch = [&](int algo) {
+    KLAB_CHECK_CU(lay.launch(reinterpret_cast<CUstream>(L.stream), reinterpret_cast<CUdeviceptr>(g.A),
+                             reinterpret_cast<CUdeviceptr>(g.B), reinterpret_cast<CUdeviceptr>(g.C), g.M, g.N, g.K,
+                             static_cast<int32_t>(g.lda), static_cast<int32_t>(g.ldb), static_cast<int32_t>(g.ldc),
+                             algo));
+  };
+  const int best = matmul::autotune("triton|" + L.problem.label(), lay.num_algos(), 0, launch, L.stream);
+  launch(best);
+#else
+  (void)L;
+  KLAB_REQUIRE(false, "triton matmul: not built");
+#endif
+}
+
+bool register_all() {
+  klab::register_impl({
+      .op = "matmul",
+      .name = "triton",
+      .summary = "Triton tl.dot, 4 linked tile configs, fastest chosen per shape",
+      .kind = klab::ImplKind::triton,
+      .supports = [](const klab::Problem& p) -> std::string {
+        if (p.dtype != klab::DType::bf16) return "bf16 only (the Triton track of this lesson)";
+        return klab::triton_supported();
+      },
+      .run = run_triton,
+  });
+  return true;
+}
+
+}  // namespace
+
+KLAB_REGISTER(register_all());
