@@ -1,0 +1,93 @@
+// Lesson 05 — exercise, completed: the shared-memory tiled matmul (fp32).
+// (The learner's copy, with TODOs, is lessons/05-matmul/exercise.cu.)
+//
+// A 32x32 block of threads computes a 32x32 tile of C = A · B. Walking K in steps of 32,
+// the block copies one 32x32 tile of A and one of B into shared memory, waits for the
+// copy to finish, lets every thread take its dot product over the tile, and waits again
+// before the next copy. Each global element is then read by one thread instead of 32.
+//
+// Fill in the four TODOs below. Then:
+//   klab check 05        correctness on unseen seeds and edge shapes, then speed against
+//                        v3_smem_tiles (the reference version of this exercise)
+//
+// Helpers (matmul.cuh):
+//   a_at<AK>(A, lda, m, k)  element A(m, k) as float, whatever A's layout
+//   b_at<BK>(B, ldb, k, n)  element B(k, n) as float
+//   z.k_len                 how much of K this block covers (K itself here)
+//   g.M, g.N, g.ldc         sizes and the row pitch of C
+// Shapes are arbitrary (127 x 257 x 67, K = 0, ...): elements of a tile that fall outside
+// the matrix must be stored as 0 so that they add nothing.
+#include <cuda_runtime.h>
+
+#include "klab/error.hpp"
+#include "klab/op.hpp"
+#include "matmul.cuh"
+
+namespace {
+
+using matmul::a_at;
+using matmul::b_at;
+using matmul::GemmArgs;
+
+template <bool AK, bool BK>
+__global__ void exercise_smem_tiles_kernel(GemmArgs g) {
+  constexpr int T = 32;
+  __shared__ float s_A[T][T];  // s_A[i][k] = A(m0 + i, k0 + k)
+  __shared__ float s_B[T][T];  // s_B[k][j] = B(k0 + k, n0 + j)
+  const auto z = matmul::z_slice<AK, BK, float, float>(g);
+  const int tx = threadIdx.x, ty = threadIdx.y;   // this thread computes C(m0 + ty, n0 + tx)
+  const int m0 = blockIdx.y * T, n0 = blockIdx.x * T;
+  float acc = 0.f;
+
+  for (int k0 = 0; k0 < z.k_len; k0 += T) {
+    // 1: one element of each tile per thread, zero outside the matrices.
+    {
+      const int m = m0 + ty, k = k0 + tx;
+      s_A[ty][tx] = (m < g.M && k < z.k_len) ? a_at<AK>(z.A, g.lda, m, k) : 0.f;
+    }
+    {
+      const int k = k0 + ty, n = n0 + tx;
+      s_B[ty][tx] = (k < z.k_len && n < g.N) ? b_at<BK>(z.B, g.ldb, k, n) : 0.f;
+    }
+    // 2: the tiles are complete before anyone reads them.
+    __syncthreads();
+    // 3: the dot product over this tile (s_A[ty][k] is the same for the whole warp:
+    //    a broadcast; s_B[k][tx] is 32 consecutive floats: no bank conflict).
+#pragma unroll
+    for (int k = 0; k < T; ++k) acc += s_A[ty][k] * s_B[k][tx];
+    // 4: nobody overwrites a tile another thread is still reading.
+    __syncthreads();
+  }
+  const int m = m0 + ty, n = n0 + tx;
+  if (m < g.M && n < g.N) z.C[static_cast<std::int64_t>(m) * g.ldc + n] = acc;
+}
+
+void run_exercise(const klab::Launch& L) {
+  GemmArgs g = matmul::gemm_args(L);
+  if (matmul::empty_output(g)) return;
+  const dim3 grid(static_cast<unsigned>(klab::ceil_div(g.N, 32)), static_cast<unsigned>(klab::ceil_div(g.M, 32)));
+  matmul::dispatch_layout(L.problem.variant, [&]<bool AK, bool BK>() {
+    exercise_smem_tiles_kernel<AK, BK><<<grid, dim3(32, 32), 0, L.stream>>>(g);
+  });
+  KLAB_CHECK_LAUNCH();
+}
+
+bool register_exercise() {
+  klab::register_impl({
+      .op = "matmul",
+      .name = "exercise",
+      .summary = "your shared-memory tiled matmul (lessons/05-matmul/exercise.cu)",
+      .kind = klab::ImplKind::exercise,
+      .supports = [](const klab::Problem& p) -> std::string {
+        if (p.dtype != klab::DType::f32) return "f32 only (the exercise is the fp32 tiled kernel)";
+        if (klab::ceil_div<std::int64_t>(p.shape[0], 32) > 65535) return "M over 65535·32 (grid y)";
+        return "";
+      },
+      .run = run_exercise,
+  });
+  return true;
+}
+
+}  // namespace
+
+KLAB_REGISTER(register_exercise());
