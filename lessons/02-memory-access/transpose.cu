@@ -1,0 +1,314 @@
+// Lesson 02 — matrix transpose: y (cols x rows) = x (rows x cols)^T, f32 and bf16.
+//
+// Versions:
+//   v1_naive         thread per element; reads rows of x (coalesced), writes columns of y
+//                    (each lane of a warp writes its own sector: uncoalesced)
+//   v2_smem_tile     32x32 tile staged in shared memory: both global sides coalesced, but
+//                    the column read of the tile hits one bank 32 times (f32)
+//   v3_smem_padded   the same tile with one extra column: [32][33] puts a column's 32
+//                    elements in 32 different banks
+//   v4_tile64_ilp    64x64 padded tile, 16 elements per thread, all 16 loads issued before
+//                    the first store: more bytes in flight per SM (what HBM needs)
+//   cublas           cublasSgeam(C = A^T), f32 only: cuBLAS has no bf16 geam
+//   triton           transpose_triton.py (tile 64x64, tl.trans)
+//   exercise         exercise.cu: write the shared-memory tile yourself
+//
+// A transpose only moves bits, so the kernels are templates on the element width
+// (4 bytes for f32, 2 for bf16), not on the arithmetic type.
+//
+// Run:  klab test 02 --op transpose
+//       klab bench 02 --op transpose      (8192x8192 and 4096x32768, f32 and bf16)
+#include <cublas_v2.h>
+#include <cuda_runtime.h>
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "klab/error.hpp"
+#include "klab/kernels.cuh"
+#include "klab/op.hpp"
+#include "klab/rng.hpp"
+#include "klab/triton.hpp"
+
+#if KLAB_HAVE_TRITON
+#include "transpose_triton.h"
+#endif
+
+namespace {
+
+using klab::DType;
+using klab::Problem;
+using klab::TensorSpec;
+
+constexpr int kMaxGridY = 65535;
+
+// ---------------------------------------------------------------------------------------
+// CPU reference
+// ---------------------------------------------------------------------------------------
+
+klab::Reference transpose_ref(const Problem& p, const klab::Inputs& in) {
+  const std::int64_t rows = p.shape[0], cols = p.shape[1];
+  std::vector<double> y(static_cast<std::size_t>(rows * cols));
+  const auto& x = in.tensors[0];
+  klab::parallel_for(cols, [&](std::int64_t b, std::int64_t e) {
+    for (std::int64_t c = b; c < e; ++c)
+      for (std::int64_t r = 0; r < rows; ++r) y[c * rows + r] = x.get(r * cols + c);
+  });
+  return {std::move(y)};
+}
+
+// ---------------------------------------------------------------------------------------
+// Kernels. Block 32x8 everywhere; blockIdx.x = column tile of x, blockIdx.y loops over
+// row tiles (gridDim.y is capped at 65535). W = uint32_t (f32) or uint16_t (bf16).
+// ---------------------------------------------------------------------------------------
+
+// v1_naive: tile of 32 columns x 8 rows, one element per thread.
+template <class W>
+__global__ void transpose_v1(const W* __restrict__ g_x, W* __restrict__ g_y, std::int64_t rows,
+                             std::int64_t cols) {
+  const std::int64_t c = static_cast<std::int64_t>(blockIdx.x) * 32 + threadIdx.x;
+  if (c >= cols) return;
+  for (std::int64_t r = static_cast<std::int64_t>(blockIdx.y) * 8 + threadIdx.y; r < rows;
+       r += static_cast<std::int64_t>(gridDim.y) * 8)
+    g_y[c * rows + r] = g_x[r * cols + c];  // read: lanes contiguous; write: lanes `rows` apart
+}
+
+// v2 / v3: a TILE x TILE tile through shared memory. PAD = 0 is v2, PAD = 1 is v3.
+//
+//   load : s_tile[ty + 8k][tx] = x[r0 + ty + 8k][c0 + tx]       (row of x -> row of tile)
+//   store: y[c0 + ty + 8k][r0 + tx] = s_tile[tx][ty + 8k]       (column of tile -> row of y)
+//
+// In the store the 32 lanes of a warp read s_tile[0..31][j]: a column. Element (i, j)
+// sits in bank (i * (TILE + PAD) + j) % 32 (4-byte words). With PAD = 0 and TILE = 32
+// every lane hits bank j: a 32-way conflict, 32 serialized shared-memory transactions.
+// With PAD = 1 lane i hits bank (i + j) % 32: all different, one transaction.
+template <class W, int TILE, int PAD>
+__global__ void transpose_smem(const W* __restrict__ g_x, W* __restrict__ g_y, std::int64_t rows,
+                               std::int64_t cols) {
+  static_assert(TILE == 32, "one warp-wide row per tile row");
+  __shared__ W s_tile[TILE][TILE + PAD];  // (TILE, TILE + PAD)
+  const int tx = threadIdx.x, ty = threadIdx.y;
+  const std::int64_t c0 = static_cast<std::int64_t>(blockIdx.x) * TILE;
+  const std::int64_t tiles_r = klab::ceil_div<std::int64_t>(rows, TILE);
+  for (std::int64_t tr = blockIdx.y; tr < tiles_r; tr += gridDim.y) {
+    const std::int64_t r0 = tr * TILE;
+#pragma unroll
+    for (int k = ty; k < TILE; k += 8) {
+      const std::int64_t r = r0 + k, c = c0 + tx;
+      if (r < rows && c < cols) s_tile[k][tx] = g_x[r * cols + c];
+    }
+    __syncthreads();  // the whole tile is in shared memory before any column is read
+#pragma unroll
+    for (int k = ty; k < TILE; k += 8) {
+      const std::int64_t yr = c0 + k, yc = r0 + tx;  // row and column of y
+      if (yr < cols && yc < rows) g_y[yr * rows + yc] = s_tile[tx][k];
+    }
+    __syncthreads();  // nobody overwrites the tile (next tr) while others still read it
+  }
+}
+
+// v4_tile64_ilp: a 64x64 tile, 16 elements per thread. All 16 global loads go into
+// registers first, so each thread has 16 independent loads in flight (v3 has 4); then the
+// registers go to shared memory, then out. Per SM that is 16 KB (f32) in flight per block
+// instead of 4 KB: HBM3 needs tens of KB in flight per SM to reach its bandwidth.
+// Padding: one 4-byte word per row (1 f32, 2 bf16) makes the row pitch 65 (f32) or 33
+// (bf16) words, odd, so the 32 lanes reading a tile column land in 32 different banks.
+// (A 1-element pad with 2-byte elements would give a 32.5-word pitch: 2-way conflicts.)
+template <class W>
+__global__ void __launch_bounds__(256) transpose_v4(const W* __restrict__ g_x, W* __restrict__ g_y,
+                                                    std::int64_t rows, std::int64_t cols) {
+  constexpr int TILE = 64, PAD = 4 / sizeof(W);
+  __shared__ W s_tile[TILE][TILE + PAD];  // (64, 64 + PAD)
+  const int tx = threadIdx.x, ty = threadIdx.y;
+  const std::int64_t c0 = static_cast<std::int64_t>(blockIdx.x) * TILE;
+  const std::int64_t tiles_r = klab::ceil_div<std::int64_t>(rows, TILE);
+  for (std::int64_t tr = blockIdx.y; tr < tiles_r; tr += gridDim.y) {
+    const std::int64_t r0 = tr * TILE;
+    W r_v[2][8];  // [column half][row step]
+    const bool full = (r0 + TILE <= rows) && (c0 + TILE <= cols);
+    if (full) {  // interior tiles: no bounds checks in the loop
+#pragma unroll
+      for (int h = 0; h < 2; ++h)
+#pragma unroll
+        for (int k = 0; k < 8; ++k) r_v[h][k] = g_x[(r0 + ty + 8 * k) * cols + c0 + tx + 32 * h];
+    } else {
+#pragma unroll
+      for (int h = 0; h < 2; ++h)
+#pragma unroll
+        for (int k = 0; k < 8; ++k) {
+          const std::int64_t r = r0 + ty + 8 * k, c = c0 + tx + 32 * h;
+          r_v[h][k] = (r < rows && c < cols) ? g_x[r * cols + c] : W(0);
+        }
+    }
+#pragma unroll
+    for (int h = 0; h < 2; ++h)
+#pragma unroll
+      for (int k = 0; k < 8; ++k) s_tile[ty + 8 * k][tx + 32 * h] = r_v[h][k];
+    __syncthreads();
+    if (full) {
+#pragma unroll
+      for (int h = 0; h < 2; ++h)
+#pragma unroll
+        for (int k = 0; k < 8; ++k)
+          g_y[(c0 + ty + 8 * k) * rows + r0 + tx + 32 * h] = s_tile[tx + 32 * h][ty + 8 * k];
+    } else {
+#pragma unroll
+      for (int h = 0; h < 2; ++h)
+#pragma unroll
+        for (int k = 0; k < 8; ++k) {
+          const std::int64_t yr = c0 + ty + 8 * k, yc = r0 + tx + 32 * h;
+          if (yr < cols && yc < rows) g_y[yr * rows + yc] = s_tile[tx + 32 * h][ty + 8 * k];
+        }
+    }
+    __syncthreads();
+  }
+}
+
+// ---------------------------------------------------------------------------------------
+// Launchers
+// ---------------------------------------------------------------------------------------
+
+dim3 tile_grid(std::int64_t rows, std::int64_t cols, int tile) {
+  const std::int64_t gy = klab::ceil_div<std::int64_t>(rows, tile);
+  return dim3(static_cast<unsigned>(klab::ceil_div<std::int64_t>(cols, tile)),
+              static_cast<unsigned>(gy > kMaxGridY ? kMaxGridY : gy));
+}
+
+// Calls f.template operator()<W>() with W the storage word of the dtype.
+template <class F>
+void dispatch_width(DType t, F&& f) {
+  if (klab::dtype_size(t) == 4) f.template operator()<std::uint32_t>();
+  else f.template operator()<std::uint16_t>();
+}
+
+template <int Version>
+void run_transpose(const klab::Launch& l) {
+  const std::int64_t rows = l.problem.shape[0], cols = l.problem.shape[1];
+  if (rows == 0 || cols == 0) return;
+  dispatch_width(l.problem.dtype, [&]<class W>() {
+    const W* x = l.in[0].as<W>();
+    W* y = l.out[0].as<W>();
+    const dim3 block(32, 8);
+    if constexpr (Version == 1) {
+      transpose_v1<W><<<tile_grid(rows, cols, 32), block, 0, l.stream>>>(x, y, rows, cols);
+    } else if constexpr (Version == 2) {
+      transpose_smem<W, 32, 0><<<tile_grid(rows, cols, 32), block, 0, l.stream>>>(x, y, rows, cols);
+    } else if constexpr (Version == 3) {
+      transpose_smem<W, 32, 1><<<tile_grid(rows, cols, 32), block, 0, l.stream>>>(x, y, rows, cols);
+    } else {
+      transpose_v4<W><<<tile_grid(rows, cols, 64), block, 0, l.stream>>>(x, y, rows, cols);
+    }
+    KLAB_CHECK_LAUNCH();
+  });
+}
+
+// cuBLAS is column-major. Row-major x (rows x cols) is column-major A (cols x rows, lda =
+// cols); row-major y (cols x rows) is column-major C (rows x cols, ldc = rows). So
+// C = A^T: geam with transa = T, m = rows, n = cols. B is not needed (beta = 0); it is
+// passed as A again (with the same transpose) so no uninitialised memory is ever read.
+cublasHandle_t cublas_handle() {
+  static cublasHandle_t h = [] {
+    cublasHandle_t t = nullptr;
+    KLAB_CHECK_CUBLAS(cublasCreate(&t));
+    return t;
+  }();
+  return h;
+}
+
+std::string cublas_supports(const Problem& p) {
+  if (p.dtype != DType::f32) return "cuBLAS has no bf16 geam (transpose baseline is f32 only)";
+  const std::int64_t lim = 2147483647;
+  if (p.shape[0] > lim || p.shape[1] > lim) return "cuBLAS dimensions are int";
+  return "";
+}
+
+void run_transpose_cublas(const klab::Launch& l) {
+  const std::int64_t rows = l.problem.shape[0], cols = l.problem.shape[1];
+  if (rows == 0 || cols == 0) return;
+  cublasHandle_t h = cublas_handle();
+  KLAB_CHECK_CUBLAS(cublasSetStream(h, l.stream));
+  const float one = 1.0f, zero = 0.0f;
+  const float* a = l.in[0].as<float>();
+  KLAB_CHECK_CUBLAS(cublasSgeam(h, CUBLAS_OP_T, CUBLAS_OP_T, static_cast<int>(rows), static_cast<int>(cols),
+                                &one, a, static_cast<int>(cols), &zero, a, static_cast<int>(cols),
+                                l.out[0].as<float>(), static_cast<int>(rows)));
+}
+
+std::string triton_transpose_supports(const Problem& p) {
+  std::string why = klab::triton_supported();
+  if (why.empty() && klab::ceil_div<std::int64_t>(p.shape[0], 64) > kMaxGridY)
+    why = "more than 65535 row tiles (the Triton grid's y dimension)";
+  return why;
+}
+
+void run_transpose_triton(const klab::Launch& l) {
+#if KLAB_HAVE_TRITON
+  klab::triton_prepare();
+  const std::int64_t rows = l.problem.shape[0], cols = l.problem.shape[1];
+  const auto x = reinterpret_cast<CUdeviceptr>(l.in[0].data);
+  const auto y = reinterpret_cast<CUdeviceptr>(l.out[0].data);
+  const auto s = reinterpret_cast<CUstream>(l.stream);
+  if (l.problem.dtype == DType::f32) KLAB_CHECK_CU(tr_transpose_f32_default(s, x, y, rows, cols));
+  else KLAB_CHECK_CU(tr_transpose_bf16_default(s, x, y, rows, cols));
+#else
+  (void)l;
+  KLAB_REQUIRE(false, "built without Triton");
+#endif
+}
+
+// ---------------------------------------------------------------------------------------
+// Registration
+// ---------------------------------------------------------------------------------------
+
+klab::Op make_transpose_op() {
+  klab::Op op;
+  op.lesson = "02";
+  op.name = "transpose";
+  op.summary = "y = x^T (row-major rows x cols -> cols x rows): shared-memory tiles and bank conflicts";
+  op.dims = {"rows", "cols"};
+  op.dtypes = {DType::f32, DType::bf16};
+  // Empty sides, single rows/columns, primes, and sizes that are multiples of neither 32
+  // nor 64 (33, 65, 127, 1023, 4097) so that every version's edge tiles are exercised.
+  op.test_shapes = {{0, 0},   {0, 5},    {5, 0},      {1, 1},      {1, 7},
+                    {7, 1},   {7, 127},  {33, 65},    {64, 64},    {127, 1023},
+                    {1, 4097}, {4097, 3}, {1023, 4097}};
+  op.bench_shapes = {{8192, 8192}, {4096, 32768}};
+  op.baseline = "cublas";
+  op.validate = [](const Problem& p) {
+    if (p.shape.size() != 2) return std::string("expects 2 dims: rows cols");
+    if (p.shape[0] < 0 || p.shape[1] < 0) return std::string("negative size");
+    return std::string();
+  };
+  op.inputs = [](const Problem& p) { return std::vector<TensorSpec>{{"x", p.dtype, p.shape}}; };
+  op.outputs = [](const Problem& p) {
+    return std::vector<TensorSpec>{{"y", p.dtype, {p.shape[1], p.shape[0]}}};
+  };
+  op.reference = transpose_ref;
+  op.tolerance = [](const Problem&, int) { return klab::Tolerance{0, 0}; };  // bits are moved, not computed
+  return op;
+}
+
+}  // namespace
+
+KLAB_REGISTER(klab::register_op(make_transpose_op()));
+KLAB_REGISTER(klab::register_impl({.op = "transpose", .name = "v1_naive",
+                                   .summary = "thread per element: coalesced reads, strided writes",
+                                   .kind = klab::ImplKind::cuda, .run = run_transpose<1>}));
+KLAB_REGISTER(klab::register_impl({.op = "transpose", .name = "v2_smem_tile",
+                                   .summary = "32x32 shared-memory tile: both sides coalesced, 32-way bank conflicts",
+                                   .kind = klab::ImplKind::cuda, .run = run_transpose<2>}));
+KLAB_REGISTER(klab::register_impl({.op = "transpose", .name = "v3_smem_padded",
+                                   .summary = "tile [32][33]: the padding column removes the bank conflicts",
+                                   .kind = klab::ImplKind::cuda, .run = run_transpose<3>}));
+KLAB_REGISTER(klab::register_impl({.op = "transpose", .name = "v4_tile64_ilp",
+                                   .summary = "64x64 padded tile, 16 loads in flight per thread",
+                                   .kind = klab::ImplKind::cuda, .run = run_transpose<4>}));
+KLAB_REGISTER(klab::register_impl({.op = "transpose", .name = "cublas",
+                                   .summary = "cublasSgeam with transa = T (f32 only)",
+                                   .kind = klab::ImplKind::vendor, .supports = cublas_supports,
+                                   .run = run_transpose_cublas}));
+KLAB_REGISTER(klab::register_impl({.op = "transpose", .name = "triton",
+                                   .summary = "Triton: 64x64 tile, tl.trans (transpose_triton.py)",
+                                   .kind = klab::ImplKind::triton, .supports = triton_transpose_supports,
+                                   .run = run_transpose_triton}));
