@@ -1,0 +1,463 @@
+// Lesson 03 — sum and mean of a vector (fp32, int32).
+//
+// Versions of sum:
+//   v1_smem_tree       one element per thread, tree in shared memory, one launch per level
+//                      (n -> n/256 -> n/65536 -> ... -> 1); deterministic
+//   v2_warp_shuffle    each thread first adds a grid-stride slice in registers; the block
+//                      combines with __shfl_down_sync (no shared-memory tree); a second
+//                      1-block launch adds the per-block partials; deterministic
+//   v3_atomic          one pass: each block atomicAdd's its partial into the output (zeroed
+//                      by a memset first). fp32: NOT bitwise reproducible (the order of the
+//                      atomics changes from run to run); int32: exact
+//   v4_vec_last_block  16-byte loads, 4 in flight per thread, one launch: the last block to
+//                      finish (found with an atomic ticket) adds the partials in a fixed
+//                      order; deterministic, no memset, no second launch
+//   cub                cub::DeviceReduce::Sum
+//   triton             reduce_triton.py: two launches (chunk partials, then one program)
+//   exercise           exercise.cu: the warp-shuffle block reduction, written by you
+// mean: v1_vec_last_block (v4 with a divide in the last block), cub (Sum, then a divide).
+//
+// int32 sums wrap mod 2^32 (the reference wraps the exact sum the same way); fp32 sums are
+// checked with a tolerance that grows with n (reductions.cuh says why).
+//
+// Run:  klab test 03 --op sum     klab bench 03 --op sum     klab check 03 (the exercise)
+#include <cub/device/device_reduce.cuh>
+
+#include <cmath>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "klab/op.hpp"
+#include "klab/rng.hpp"
+#include "klab/triton.hpp"
+#include "reductions.cuh"
+
+#if KLAB_HAVE_TRITON
+#include "reduce_triton.h"
+#endif
+
+namespace {
+
+using klab::DType;
+using klab::Problem;
+using klab::TensorSpec;
+using l03::acc_t;
+
+// ---------------------------------------------------------------------------------------
+// CPU references (fp64; int32 exact, then wrapped mod 2^32)
+// ---------------------------------------------------------------------------------------
+
+double wrap_i32(std::int64_t s) {
+  return static_cast<double>(static_cast<std::int32_t>(static_cast<std::uint32_t>(static_cast<std::uint64_t>(s))));
+}
+
+double sum_of(const Problem& p, const klab::HostTensor& x) {
+  const std::int64_t n = p.shape[0];
+  if (p.dtype == DType::i32) {
+    const std::int32_t* v = x.as<std::int32_t>();
+    std::int64_t s = 0;
+    for (std::int64_t i = 0; i < n; ++i) s += v[i];
+    return wrap_i32(s);
+  }
+  const float* v = x.as<float>();
+  double s = 0;
+  for (std::int64_t i = 0; i < n; ++i) s += v[i];
+  return s;
+}
+
+klab::Reference sum_ref(const Problem& p, const klab::Inputs& in) { return {{sum_of(p, in.tensors[0])}}; }
+
+klab::Reference mean_ref(const Problem& p, const klab::Inputs& in) {
+  const std::int64_t n = p.shape[0];
+  // The mean of nothing is NaN (0/0), as in NumPy and PyTorch; kernels write it.
+  return {{n == 0 ? std::nan("") : sum_of(p, in.tensors[0]) / static_cast<double>(n)}};
+}
+
+// ---------------------------------------------------------------------------------------
+// Kernels
+// ---------------------------------------------------------------------------------------
+
+constexpr int kThreads = 256;
+
+// v1_smem_tree: 256 elements per block, one per thread, halved in shared memory 8 times.
+// "Sequential addressing" (s = 128, 64, ..., 1 with thread i adding i + s) keeps the
+// active threads contiguous (whole warps retire) and is bank-conflict free.
+template <class In, class A>
+__global__ void sum_v1(const In* __restrict__ g_in, A* __restrict__ g_out, std::int64_t n) {
+  __shared__ A s_data[kThreads];
+  const std::int64_t i = static_cast<std::int64_t>(blockIdx.x) * kThreads + threadIdx.x;
+  s_data[threadIdx.x] = (i < n) ? static_cast<A>(g_in[i]) : A(0);
+  __syncthreads();
+  for (int s = kThreads / 2; s > 0; s >>= 1) {
+    if (threadIdx.x < s) s_data[threadIdx.x] += s_data[threadIdx.x + s];
+    __syncthreads();
+  }
+  if (threadIdx.x == 0) g_out[blockIdx.x] = s_data[0];
+}
+
+// v2_warp_shuffle: a grid-stride loop first (most of the work happens in registers, with
+// no synchronisation), then the block's 256 values go through warp shuffles.
+template <class In, class A>
+__global__ void sum_v2(const In* __restrict__ g_in, A* __restrict__ g_out, std::int64_t n) {
+  A r_acc = 0;
+  const std::int64_t step = static_cast<std::int64_t>(gridDim.x) * blockDim.x;
+  for (std::int64_t i = static_cast<std::int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < n; i += step)
+    r_acc += static_cast<A>(g_in[i]);
+  r_acc = l03::block_sum(r_acc);
+  if (threadIdx.x == 0) g_out[blockIdx.x] = r_acc;
+}
+
+// v3_atomic: as v2, but every block adds its partial straight into the output.
+template <class In, class A>
+__global__ void sum_v3(const In* __restrict__ g_in, A* __restrict__ g_out, std::int64_t n) {
+  A r_acc = 0;
+  const std::int64_t step = static_cast<std::int64_t>(gridDim.x) * blockDim.x;
+  for (std::int64_t i = static_cast<std::int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < n; i += step)
+    r_acc += static_cast<A>(g_in[i]);
+  r_acc = l03::block_sum(r_acc);
+  if (threadIdx.x == 0) atomicAdd(g_out, r_acc);  // the order of these adds varies: fp32 bits vary
+}
+
+// v4_vec_last_block. The ticket counter lives in device memory of the module (zero at
+// load); atomicInc(ctr, G - 1) counts 0, 1, ..., G - 1 and wraps back to 0, so the last
+// block of each launch leaves it at 0 for the next launch: no memset needed.
+__device__ unsigned int g_sum_ticket;
+
+template <class A> struct Vec4;
+template <> struct Vec4<float> { using type = float4; };
+template <> struct Vec4<unsigned int> { using type = uint4; };
+
+template <class A>
+__device__ __forceinline__ A hsum(const typename Vec4<A>::type& v) { return (v.x + v.y) + (v.z + v.w); }
+
+// Divide = true is the mean: the last block writes total / n.
+template <class In, class A, bool Divide>
+__global__ void __launch_bounds__(kThreads) sum_v4(const In* __restrict__ g_in, A* __restrict__ g_partial,
+                                                    A* __restrict__ g_out, std::int64_t n, bool aligned) {
+  using V = typename Vec4<A>::type;
+  static_assert(sizeof(In) == sizeof(A), "In and A reinterpret the same 4-byte words");
+  A r_acc = 0;
+  const std::int64_t step = static_cast<std::int64_t>(gridDim.x) * blockDim.x;
+  const std::int64_t tid = static_cast<std::int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
+  const std::int64_t nvec = aligned ? n / 4 : 0;  // misaligned input: all of it goes the scalar way
+  const V* g_v = reinterpret_cast<const V*>(g_in);
+  std::int64_t v = tid;
+  // Four independent 16-byte loads per thread per trip: 64 bytes in flight per thread.
+  for (; v + 3 * step < nvec; v += 4 * step) {
+    const V a = g_v[v], b = g_v[v + step], c = g_v[v + 2 * step], d = g_v[v + 3 * step];
+    r_acc += (hsum<A>(a) + hsum<A>(b)) + (hsum<A>(c) + hsum<A>(d));
+  }
+  for (; v < nvec; v += step) r_acc += hsum<A>(g_v[v]);
+  const A* g_s = reinterpret_cast<const A*>(g_in);
+  for (std::int64_t i = nvec * 4 + tid; i < n; i += step) r_acc += g_s[i];  // the n % 4 tail
+  r_acc = l03::block_sum(r_acc);
+
+  __shared__ bool s_last;
+  if (threadIdx.x == 0) {
+    g_partial[blockIdx.x] = r_acc;
+    __threadfence();  // the partial is visible device-wide before the ticket is taken
+    s_last = atomicInc(&g_sum_ticket, gridDim.x - 1) == gridDim.x - 1;
+  }
+  __syncthreads();
+  if (!s_last) return;
+  // The last block: every other partial is written (their fences precede their tickets).
+  // __ldcg reads through L2 (this SM's L1 may hold nothing stale, but say so explicitly).
+  A r_tot = 0;
+  for (unsigned b = threadIdx.x; b < gridDim.x; b += blockDim.x) r_tot += __ldcg(&g_partial[b]);
+  r_tot = l03::block_sum(r_tot);  // fixed order: the same bits on every run
+  if (threadIdx.x == 0) {
+    if constexpr (Divide) g_out[0] = static_cast<A>(static_cast<double>(r_tot) / static_cast<double>(n));
+    else g_out[0] = r_tot;
+  }
+}
+
+template <class A>
+__global__ void divide_by_n(A* g_x, std::int64_t n) {
+  g_x[0] = static_cast<A>(static_cast<double>(g_x[0]) / static_cast<double>(n));
+}
+
+// ---------------------------------------------------------------------------------------
+// Launchers
+// ---------------------------------------------------------------------------------------
+
+// f32 -> (float, float); i32 -> (int, unsigned int): f.template operator()<In, A>().
+template <class F>
+void dispatch_sum(DType t, F&& f) {
+  if (t == DType::f32) f.template operator()<float, float>();
+  else f.template operator()<int, unsigned int>();
+}
+
+// v1: the sizes of the levels that go to the workspace (the last level writes the output).
+std::vector<std::int64_t> v1_levels(std::int64_t n) {
+  std::vector<std::int64_t> lv;
+  for (std::int64_t len = klab::ceil_div<std::int64_t>(n, kThreads); len > 1;
+       len = klab::ceil_div<std::int64_t>(len, kThreads))
+    lv.push_back(len);
+  return lv;
+}
+
+std::size_t v1_workspace(const Problem& p) {
+  std::size_t b = 0;
+  for (auto len : v1_levels(p.shape[0])) b += static_cast<std::size_t>(len) * 4;
+  return b;
+}
+
+void run_sum_v1(const klab::Launch& l) {
+  const std::int64_t n = l.problem.shape[0];
+  if (n == 0) {
+    KLAB_CHECK_CUDA(cudaMemsetAsync(l.out[0].data, 0, 4, l.stream));  // 0.0f and 0 are all-zero bits
+    return;
+  }
+  dispatch_sum(l.problem.dtype, [&]<class In, class A>() {
+    const auto levels = v1_levels(n);
+    A* ws = static_cast<A*>(l.workspace);
+    A* out = reinterpret_cast<A*>(l.out[0].data);
+    // Level 0 reads the input; later levels read the previous level's partials.
+    A* dst = levels.empty() ? out : ws;
+    sum_v1<In, A><<<klab::blocks_for(n, kThreads), kThreads, 0, l.stream>>>(l.in[0].as<In>(), dst, n);
+    KLAB_CHECK_LAUNCH();
+    for (std::size_t k = 0; k < levels.size(); ++k) {
+      A* src = dst;
+      dst = (k + 1 == levels.size()) ? out : src + levels[k];
+      sum_v1<A, A><<<klab::blocks_for(levels[k], kThreads), kThreads, 0, l.stream>>>(src, dst, levels[k]);
+      KLAB_CHECK_LAUNCH();
+    }
+  });
+}
+
+constexpr int kMaxPartials = 1024;  // v2's second pass is one block: keep its loop short
+
+int v2_grid(std::int64_t n) { return l03::grid_for(n, kThreads * 8, kMaxPartials); }
+
+void run_sum_v2(const klab::Launch& l) {
+  const std::int64_t n = l.problem.shape[0];
+  dispatch_sum(l.problem.dtype, [&]<class In, class A>() {
+    A* out = reinterpret_cast<A*>(l.out[0].data);
+    const int g = v2_grid(n);
+    if (g == 1) {
+      sum_v2<In, A><<<1, kThreads, 0, l.stream>>>(l.in[0].as<In>(), out, n);  // n = 0 writes 0
+    } else {
+      A* ws = static_cast<A*>(l.workspace);
+      sum_v2<In, A><<<g, kThreads, 0, l.stream>>>(l.in[0].as<In>(), ws, n);
+      KLAB_CHECK_LAUNCH();
+      sum_v2<A, A><<<1, kThreads, 0, l.stream>>>(ws, out, g);
+    }
+    KLAB_CHECK_LAUNCH();
+  });
+}
+
+void run_sum_v3(const klab::Launch& l) {
+  const std::int64_t n = l.problem.shape[0];
+  KLAB_CHECK_CUDA(cudaMemsetAsync(l.out[0].data, 0, 4, l.stream));
+  if (n == 0) return;
+  dispatch_sum(l.problem.dtype, [&]<class In, class A>() {
+    static const int cap = l03::resident_blocks(sum_v3<In, A>, kThreads);
+    sum_v3<In, A><<<l03::grid_for(n, kThreads * 4, cap), kThreads, 0, l.stream>>>(
+        l.in[0].as<In>(), reinterpret_cast<A*>(l.out[0].data), n);
+    KLAB_CHECK_LAUNCH();
+  });
+}
+
+template <bool Divide>
+int v4_grid(DType t, std::int64_t n) {
+  int cap = 0;
+  dispatch_sum(t, [&]<class In, class A>() {
+    static const int c = l03::resident_blocks(sum_v4<In, A, Divide>, kThreads);
+    cap = c;
+  });
+  return l03::grid_for(n, kThreads * 16, cap);  // at least 16 elements per thread
+}
+
+template <bool Divide>
+std::size_t v4_workspace(const Problem& p) {
+  return static_cast<std::size_t>(v4_grid<Divide>(p.dtype, p.shape[0])) * 4;
+}
+
+template <bool Divide>
+void run_sum_v4(const klab::Launch& l) {
+  const std::int64_t n = l.problem.shape[0];
+  if (Divide && n == 0) {  // mean of nothing: NaN (0xFF bytes are a NaN)
+    KLAB_CHECK_CUDA(cudaMemsetAsync(l.out[0].data, 0xFF, 4, l.stream));
+    return;
+  }
+  dispatch_sum(l.problem.dtype, [&]<class In, class A>() {
+    const bool aligned = reinterpret_cast<std::uintptr_t>(l.in[0].data) % 16 == 0;
+    sum_v4<In, A, Divide><<<v4_grid<Divide>(l.problem.dtype, n), kThreads, 0, l.stream>>>(
+        l.in[0].as<In>(), static_cast<A*>(l.workspace), reinterpret_cast<A*>(l.out[0].data), n, aligned);
+    KLAB_CHECK_LAUNCH();
+  });
+}
+
+// CUB. The int32 sum goes through unsigned pointers: the same bits, defined wrap-around.
+std::size_t cub_sum_bytes(DType t, std::int64_t n) {
+  std::size_t bytes = 0;
+  dispatch_sum(t, [&]<class In, class A>() {
+    KLAB_CHECK_CUDA(cub::DeviceReduce::Sum(nullptr, bytes, static_cast<const A*>(nullptr),
+                                           static_cast<A*>(nullptr), n));
+  });
+  return bytes;
+}
+
+void run_sum_cub(const klab::Launch& l) {
+  const std::int64_t n = l.problem.shape[0];
+  dispatch_sum(l.problem.dtype, [&]<class In, class A>() {
+    std::size_t bytes = l.workspace_bytes;
+    KLAB_CHECK_CUDA(cub::DeviceReduce::Sum(l.workspace, bytes, reinterpret_cast<const A*>(l.in[0].data),
+                                           reinterpret_cast<A*>(l.out[0].data), n, l.stream));
+  });
+}
+
+std::size_t mean_cub_workspace(const Problem& p) { return cub_sum_bytes(DType::f32, p.shape[0]); }
+
+void run_mean_cub(const klab::Launch& l) {
+  const std::int64_t n = l.problem.shape[0];
+  float* out = l.out[0].as<float>();
+  if (n == 0) {
+    KLAB_CHECK_CUDA(cudaMemsetAsync(out, 0xFF, 4, l.stream));
+    return;
+  }
+  std::size_t bytes = l.workspace_bytes;
+  KLAB_CHECK_CUDA(cub::DeviceReduce::Sum(l.workspace, bytes, l.in[0].as<float>(), out, n, l.stream));
+  divide_by_n<float><<<1, 1, 0, l.stream>>>(out, n);
+  KLAB_CHECK_LAUNCH();
+}
+
+// Triton: stage 1 sums chunks of 65536 elements into partials, stage 2 sums the partials.
+constexpr std::int64_t kTritonChunk = 65536;
+
+std::size_t triton_sum_workspace(const Problem& p) {
+  return static_cast<std::size_t>(klab::ceil_div<std::int64_t>(p.shape[0], kTritonChunk)) * 4 + 16;
+}
+
+void run_sum_triton(const klab::Launch& l) {
+#if KLAB_HAVE_TRITON
+  klab::triton_prepare();
+  const std::int64_t n = l.problem.shape[0];
+  const std::int64_t parts = klab::ceil_div<std::int64_t>(n, kTritonChunk);
+  const auto x = reinterpret_cast<CUdeviceptr>(l.in[0].data);
+  const auto ws = reinterpret_cast<CUdeviceptr>(l.workspace);
+  const auto out = reinterpret_cast<CUdeviceptr>(l.out[0].data);
+  const auto s = reinterpret_cast<CUstream>(l.stream);
+  if (l.problem.dtype == DType::f32) {
+    KLAB_CHECK_CU(tr_sum_stage1_f32_default(s, x, ws, n));
+    KLAB_CHECK_CU(tr_sum_stage2_f32_default(s, ws, out, parts));  // parts = 0 writes 0
+  } else {
+    KLAB_CHECK_CU(tr_sum_stage1_i32_default(s, x, ws, n));
+    KLAB_CHECK_CU(tr_sum_stage2_i32_default(s, ws, out, parts));
+  }
+#else
+  (void)l;
+  KLAB_REQUIRE(false, "built without Triton");
+#endif
+}
+
+// ---------------------------------------------------------------------------------------
+// Registration
+// ---------------------------------------------------------------------------------------
+
+std::string validate_1d(const Problem& p) {
+  if (p.shape.size() != 1) return "expects 1 dim: n";
+  if (p.shape[0] < 0) return "negative size";
+  return "";
+}
+
+std::vector<klab::Dims> reduction_test_shapes(bool huge) {
+  std::vector<klab::Dims> s = {{0}, {1}, {2}, {7}, {31}, {127}, {255}, {257}, {1023}, {4097},
+                               {65537}, {1000003}, {(1 << 24) + 3}};
+  // Past 2^31 elements (8 GiB per dtype): flat indices and loop counters must be 64-bit.
+  if (huge) s.push_back({(std::int64_t{1} << 31) + 17});
+  return s;
+}
+
+klab::Op make_sum_op() {
+  klab::Op op;
+  op.lesson = "03";
+  op.name = "sum";
+  op.summary = "s = sum(x): tree, warp shuffles, atomics, one pass (f32 with a length-scaled tolerance, i32 exact)";
+  op.dims = {"n"};
+  op.dtypes = {DType::f32, DType::i32};
+  op.test_shapes = reduction_test_shapes(true);
+  op.bench_shapes = {{1 << 24}, {1 << 28}};
+  op.baseline = "cub";
+  op.validate = validate_1d;
+  op.inputs = [](const Problem& p) { return std::vector<TensorSpec>{{"x", p.dtype, p.shape}}; };
+  op.outputs = [](const Problem& p) { return std::vector<TensorSpec>{{"s", p.dtype, {1}}}; };
+  op.reference = sum_ref;  // default inputs: f32 uniform in [-1, 1), i32 in [0, 255]
+  op.tolerance = [](const Problem& p, int) {
+    return p.dtype == DType::i32 ? klab::Tolerance{0, 0} : l03::float_sum_tolerance(p.shape[0]);
+  };
+  op.flops = [](const Problem& p) { return static_cast<double>(p.shape[0]); };
+  return op;
+}
+
+klab::Op make_mean_op() {
+  klab::Op op;
+  op.lesson = "03";
+  op.name = "mean";
+  op.summary = "m = sum(x) / n (mean of nothing = NaN)";
+  op.dims = {"n"};
+  op.dtypes = {DType::f32};
+  op.test_shapes = reduction_test_shapes(false);
+  op.bench_shapes = {{1 << 24}, {1 << 28}};
+  op.baseline = "cub";
+  op.validate = validate_1d;
+  op.inputs = [](const Problem& p) { return std::vector<TensorSpec>{{"x", p.dtype, p.shape}}; };
+  op.outputs = [](const Problem& p) { return std::vector<TensorSpec>{{"m", p.dtype, {1}}}; };
+  op.reference = mean_ref;
+  op.tolerance = [](const Problem& p, int) {
+    const double n = static_cast<double>(p.shape[0] > 0 ? p.shape[0] : 1);
+    klab::Tolerance t = l03::float_sum_tolerance(p.shape[0]);
+    return klab::Tolerance{t.atol / n, 1e-6};  // the sum's error, divided by n
+  };
+  op.flops = [](const Problem& p) { return static_cast<double>(p.shape[0]); };
+  return op;
+}
+
+}  // namespace
+
+KLAB_REGISTER(klab::register_lesson({
+    .id = "03",
+    .slug = "reductions",
+    .title = "Reductions: sum, argmax, mean, histogram, scan",
+    .exercise_op = "sum",
+    .exercise_reference = "v2_warp_shuffle",
+    .exercise_hint = "lessons/03-reductions/exercise.cu: the warp-shuffle block sum",
+}));
+
+KLAB_REGISTER(klab::register_op(make_sum_op()));
+KLAB_REGISTER(klab::register_impl({.op = "sum", .name = "v1_smem_tree",
+                                   .summary = "shared-memory tree per block, one launch per level",
+                                   .kind = klab::ImplKind::cuda, .workspace = v1_workspace, .run = run_sum_v1}));
+KLAB_REGISTER(klab::register_impl({.op = "sum", .name = "v2_warp_shuffle",
+                                   .summary = "grid-stride in registers, warp shuffles, 2 launches",
+                                   .kind = klab::ImplKind::cuda,
+                                   .workspace = [](const Problem& p) { return static_cast<std::size_t>(v2_grid(p.shape[0])) * 4; },
+                                   .run = run_sum_v2}));
+KLAB_REGISTER(klab::register_impl({.op = "sum", .name = "v3_atomic",
+                                   .summary = "one pass, atomicAdd per block (f32 not bitwise reproducible)",
+                                   .kind = klab::ImplKind::cuda, .run = run_sum_v3}));
+KLAB_REGISTER(klab::register_impl({.op = "sum", .name = "v4_vec_last_block",
+                                   .summary = "16-byte loads x4 in flight, last block adds partials: 1 launch, deterministic",
+                                   .kind = klab::ImplKind::cuda, .workspace = v4_workspace<false>,
+                                   .run = run_sum_v4<false>}));
+KLAB_REGISTER(klab::register_impl({.op = "sum", .name = "cub",
+                                   .summary = "cub::DeviceReduce::Sum",
+                                   .kind = klab::ImplKind::vendor,
+                                   .workspace = [](const Problem& p) { return cub_sum_bytes(p.dtype, p.shape[0]); },
+                                   .run = run_sum_cub}));
+KLAB_REGISTER(klab::register_impl({.op = "sum", .name = "triton",
+                                   .summary = "Triton: chunk partials, then one program (reduce_triton.py)",
+                                   .kind = klab::ImplKind::triton,
+                                   .supports = [](const Problem&) { return klab::triton_supported(); },
+                                   .workspace = triton_sum_workspace, .run = run_sum_triton}));
+
+KLAB_REGISTER(klab::register_op(make_mean_op()));
+KLAB_REGISTER(klab::register_impl({.op = "mean", .name = "v1_vec_last_block",
+                                   .summary = "sum v4 with the divide done by the last block",
+                                   .kind = klab::ImplKind::cuda, .workspace = v4_workspace<true>,
+                                   .run = run_sum_v4<true>}));
+KLAB_REGISTER(klab::register_impl({.op = "mean", .name = "cub",
+                                   .summary = "cub::DeviceReduce::Sum, then a 1-thread divide",
+                                   .kind = klab::ImplKind::vendor, .workspace = mean_cub_workspace,
+                                   .run = run_mean_cub}));
