@@ -36,9 +36,10 @@
 //         The f32 problem admits TF32 (the cublas_tf32 baseline computes the same problem,
 //         with inputs rounded to 10-bit mantissas: error ≈ 2^-11·σ_K). Tolerances are per
 //         op and dtype, not per impl, so f32 carries TF32's; the fp32 SIMT kernels land
-//         four orders of magnitude inside it (their rel-L2 column shows ~1e-7), and the
-//         bugs a matmul can have — a missed K tile (error ≈ σ_K·sqrt(BK/K)... ≥ 1/sqrt(K)
-//         relative), a wrong edge element, an unwritten element — are far outside it.
+//         orders of magnitude inside it (their rel-L2 column shows ~1e-7), and the bugs a
+//         matmul can have — a dropped K tile (rel-L2 ≈ sqrt(BK/K), ≥ 1/sqrt(K) even for
+//         a single dropped k), a wrong edge element, an unwritten (NaN) element — are far
+//         outside it.
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
