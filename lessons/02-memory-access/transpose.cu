@@ -8,7 +8,8 @@
 //   v3_smem_padded   the same tile with one extra column: [32][33] puts a column's 32
 //                    elements in 32 different banks
 //   v4_tile64_ilp    64x64 padded tile, 16 elements per thread, all 16 loads issued before
-//                    the first store: more bytes in flight per SM (what HBM needs)
+//                    the first store: more bytes in flight per SM (what HBM needs); bf16
+//                    moves pairs of elements as 4-byte words (transpose_v4_pairs)
 //   cublas           cublasSgeam(C = A^T), f32 only: cuBLAS has no bf16 geam
 //   triton           transpose_triton.py (tile 64x64, tl.trans)
 //   exercise         exercise.cu: write the shared-memory tile yourself
@@ -165,6 +166,66 @@ __global__ void __launch_bounds__(256) transpose_v4(const W* __restrict__ g_x, W
   }
 }
 
+// v4 for 2-byte elements: the same 64x64 tile, but global memory is moved in PAIRS, one
+// 4-byte word per lane, so a warp moves 128 bytes per instruction (2-byte lanes move 64).
+//   load : word tx of row (r0 + ty + 8k) of the tile = x[r][c0 + 2tx .. c0 + 2tx + 1]
+//   store: word tx of row (c0 + j) of y = (s_tile[2tx][j], s_tile[2tx + 1][j])
+// The pitch is 65 halves: for a fixed j, lane tx reads halves at 2tx * 65 + j, which is
+// word (65 tx + j / 2) -> bank (tx + j / 2) % 32: conflict-free. (An odd pitch also means
+// a tile row is not 4-byte aligned, so the pairs are split into two 2-byte smem stores.)
+// Pairs need even rows and cols (4-byte alignment of both sides); otherwise, and on edge
+// tiles, each thread moves single elements as in the 4-byte version.
+__global__ void __launch_bounds__(256) transpose_v4_pairs(const std::uint16_t* __restrict__ g_x,
+                                                          std::uint16_t* __restrict__ g_y, std::int64_t rows,
+                                                          std::int64_t cols) {
+  constexpr int TILE = 64;
+  __shared__ std::uint16_t s_tile[TILE][TILE + 1];  // (64, 65)
+  const int tx = threadIdx.x, ty = threadIdx.y;
+  const std::int64_t c0 = static_cast<std::int64_t>(blockIdx.x) * TILE;
+  const std::int64_t tiles_r = klab::ceil_div<std::int64_t>(rows, TILE);
+  const bool even = (rows % 2 == 0) && (cols % 2 == 0);
+  for (std::int64_t tr = blockIdx.y; tr < tiles_r; tr += gridDim.y) {
+    const std::int64_t r0 = tr * TILE;
+    const bool full = even && (r0 + TILE <= rows) && (c0 + TILE <= cols);
+    if (full) {
+      std::uint32_t r_w[8];
+#pragma unroll
+      for (int k = 0; k < 8; ++k)
+        r_w[k] = *reinterpret_cast<const std::uint32_t*>(g_x + (r0 + ty + 8 * k) * cols + c0 + 2 * tx);
+#pragma unroll
+      for (int k = 0; k < 8; ++k) {
+        s_tile[ty + 8 * k][2 * tx] = static_cast<std::uint16_t>(r_w[k] & 0xffffu);  // lower address: lower half
+        s_tile[ty + 8 * k][2 * tx + 1] = static_cast<std::uint16_t>(r_w[k] >> 16);
+      }
+      __syncthreads();
+#pragma unroll
+      for (int k = 0; k < 8; ++k) {
+        const int j = ty + 8 * k;
+        const std::uint32_t w = static_cast<std::uint32_t>(s_tile[2 * tx][j]) |
+                                (static_cast<std::uint32_t>(s_tile[2 * tx + 1][j]) << 16);
+        *reinterpret_cast<std::uint32_t*>(g_y + (c0 + j) * rows + r0 + 2 * tx) = w;
+      }
+    } else {
+#pragma unroll
+      for (int h = 0; h < 2; ++h)
+#pragma unroll
+        for (int k = 0; k < 8; ++k) {
+          const std::int64_t r = r0 + ty + 8 * k, c = c0 + tx + 32 * h;
+          if (r < rows && c < cols) s_tile[ty + 8 * k][tx + 32 * h] = g_x[r * cols + c];
+        }
+      __syncthreads();
+#pragma unroll
+      for (int h = 0; h < 2; ++h)
+#pragma unroll
+        for (int k = 0; k < 8; ++k) {
+          const std::int64_t yr = c0 + ty + 8 * k, yc = r0 + tx + 32 * h;
+          if (yr < cols && yc < rows) g_y[yr * rows + yc] = s_tile[tx + 32 * h][ty + 8 * k];
+        }
+    }
+    __syncthreads();  // both branches are uniform across the block: `full` depends on the tile only
+  }
+}
+
 // ---------------------------------------------------------------------------------------
 // Launchers
 // ---------------------------------------------------------------------------------------
@@ -197,6 +258,16 @@ void run_transpose(const klab::Launch& l) {
     } else if constexpr (Version == 3) {
       transpose_smem<W, 32, 1><<<tile_grid(rows, cols, 32), block, 0, l.stream>>>(x, y, rows, cols);
     } else {
+      // Pairs need 4-byte aligned bases too (cudaMalloc gives 256; a view might not).
+      const bool aligned = reinterpret_cast<std::uintptr_t>(x) % 4 == 0 && reinterpret_cast<std::uintptr_t>(y) % 4 == 0;
+      (void)aligned;
+      if constexpr (sizeof(W) == 2) {
+        if (aligned) {
+          transpose_v4_pairs<<<tile_grid(rows, cols, 64), block, 0, l.stream>>>(x, y, rows, cols);
+          KLAB_CHECK_LAUNCH();
+          return;
+        }
+      }
       transpose_v4<W><<<tile_grid(rows, cols, 64), block, 0, l.stream>>>(x, y, rows, cols);
     }
     KLAB_CHECK_LAUNCH();
