@@ -17,6 +17,12 @@ class Error : public std::runtime_error {
   using std::runtime_error::runtime_error;
 };
 
+// A bad request: unknown verb, lesson, op or impl, malformed shape or dtype. Exit code 2.
+class UsageError : public Error {
+ public:
+  using Error::Error;
+};
+
 // Thrown when the machine has no usable GPU; the CLI maps it to exit code 77.
 class NoGpuError : public Error {
  public:

@@ -141,6 +141,8 @@ class Registry {
   std::vector<const Op*> ops_of(const std::string& lesson_id) const;
   std::vector<const Impl*> impls_of(const std::string& op) const;
   const Impl* find_impl(const std::string& op, const std::string& name) const;
+  // Problems with what was registered (unknown ops, duplicates); empty when consistent.
+  std::vector<std::string> validate() const;
 
  private:
   std::vector<Lesson> lessons_;

@@ -1,0 +1,3 @@
+#include "klab/cli.hpp"
+
+int main(int argc, char** argv) { return klab::klab_main(argc, argv); }

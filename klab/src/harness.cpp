@@ -1,0 +1,638 @@
+// The harness: verification and timing of every (op, impl, problem), by the rules of
+// design.md §3. Lessons never time or compare anything themselves.
+#include "klab/harness.hpp"
+
+#include <cuda_runtime_api.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <map>
+#include <set>
+
+#include <fmt/format.h>
+
+#include "klab/device.hpp"
+#include "klab/error.hpp"
+#include "klab/peaks.hpp"
+#include "klab/report.hpp"
+#include "klab/rng.hpp"
+
+namespace klab {
+
+const char* status_name(Status s) {
+  switch (s) {
+    case Status::pass: return "pass";
+    case Status::fail: return "FAIL";
+    case Status::unsupported: return "unsupported";
+    case Status::error: return "ERROR";
+  }
+  return "?";
+}
+
+// ---------------------------------------------------------------------------------------
+// Planning: selection -> cases
+// ---------------------------------------------------------------------------------------
+
+static std::string known_lessons() {
+  std::string s;
+  for (const auto& l : registry().lessons()) s += (s.empty() ? "" : ", ") + l.id + " (" + l.slug + ")";
+  return s;
+}
+
+std::vector<Case> plan(const Selection& sel, bool bench_shapes) {
+  auto& reg = registry();
+  std::vector<std::string> lesson_ids;
+  for (const auto& key : sel.lessons) {
+    const Lesson* l = reg.find_lesson(key);
+    if (!l) throw UsageError(fmt::format("unknown lesson '{}'; lessons: {}", key, known_lessons()));
+    lesson_ids.push_back(l->id);
+  }
+  if (lesson_ids.empty())
+    for (const auto& l : reg.lessons()) lesson_ids.push_back(l.id);
+
+  std::vector<const Op*> ops;
+  for (const auto& id : lesson_ids)
+    for (const Op* op : reg.ops_of(id))
+      if (sel.ops.empty() || std::find(sel.ops.begin(), sel.ops.end(), op->name) != sel.ops.end())
+        ops.push_back(op);
+  for (const auto& name : sel.ops)
+    if (std::none_of(ops.begin(), ops.end(), [&](const Op* o) { return o->name == name; }))
+      throw UsageError(fmt::format("unknown op '{}' in the selected lessons (see `klab list`)", name));
+
+  std::set<std::string> impls_seen;
+  std::vector<std::string> skipped;  // why selected ops produced no case
+  std::vector<Case> cases;
+  for (const Op* op : ops) {
+    std::vector<const Impl*> impls;
+    for (const Impl* im : reg.impls_of(op->name)) {
+      const bool is_ex = im->kind == ImplKind::exercise;
+      if (is_ex && !sel.exercises && !sel.only_exercises) continue;
+      if (!is_ex && sel.only_exercises) continue;
+      if (!sel.impls.empty() && std::find(sel.impls.begin(), sel.impls.end(), im->name) == sel.impls.end()) continue;
+      impls.push_back(im);
+      impls_seen.insert(im->name);
+    }
+    if (impls.empty()) continue;
+
+    std::vector<DType> dtypes = op->dtypes;
+    if (sel.dtype) {
+      if (std::find(dtypes.begin(), dtypes.end(), *sel.dtype) == dtypes.end()) {
+        skipped.push_back(fmt::format("{} takes dtypes {}", op->name, dtype_list(op->dtypes)));
+        continue;
+      }
+      dtypes = {*sel.dtype};
+    }
+    std::vector<std::string> variants = op->variants;
+    if (sel.variant) {
+      if (std::find(variants.begin(), variants.end(), *sel.variant) == variants.end()) {
+        std::string vs;
+        for (auto& v : op->variants) vs += (vs.empty() ? "" : ", ") + (v.empty() ? std::string("(none)") : v);
+        skipped.push_back(fmt::format("{} takes variants {}", op->name, vs));
+        continue;
+      }
+      variants = {*sel.variant};
+    }
+    std::vector<Dims> shapes = bench_shapes ? op->bench_shapes : op->test_shapes;
+    if (sel.shape) {
+      if (sel.shape->size() != op->dims.size()) {
+        std::string d;
+        for (auto& n : op->dims) d += (d.empty() ? "" : "x") + n;
+        skipped.push_back(fmt::format("{} takes a shape {} ({} numbers), got {}", op->name, d, op->dims.size(), dims_to_string(*sel.shape)));
+        continue;
+      }
+      shapes = {*sel.shape};
+    }
+    for (const auto& shape : shapes)
+      for (DType t : dtypes)
+        for (const auto& v : variants) {
+          Problem p{shape, t, v};
+          if (op->validate) {
+            const std::string why = op->validate(p);
+            if (!why.empty()) {
+              if (sel.shape) throw UsageError(fmt::format("shape {} rejected by {}: {}", dims_to_string(shape), op->name, why));
+              continue;
+            }
+          }
+          cases.push_back({op, impls, p});
+        }
+  }
+  for (const auto& name : sel.impls)
+    if (!impls_seen.count(name))
+      throw UsageError(fmt::format("unknown impl '{}' for the selected ops (see `klab list`)", name));
+  if (cases.empty()) {
+    std::string why = skipped.empty() ? std::string("no ops match") : skipped.front();
+    for (std::size_t i = 1; i < skipped.size(); ++i) why += "; " + skipped[i];
+    throw UsageError("nothing to run: " + why);
+  }
+  return cases;
+}
+
+// ---------------------------------------------------------------------------------------
+// Inputs, references, judging
+// ---------------------------------------------------------------------------------------
+
+Inputs make_inputs(const Op& op, const Problem& p, std::uint64_t seed) {
+  Inputs in;
+  for (const auto& spec : op.inputs(p)) in.tensors.emplace_back(spec.dtype, spec.shape);
+  if (op.generate) {
+    op.generate(p, seed, in);
+  } else {
+    for (std::size_t k = 0; k < in.tensors.size(); ++k) {
+      auto& t = in.tensors[k];
+      if (dtype_is_float(t.dtype())) fill_uniform(t, derive_seed(seed, k), -1.0, 1.0);
+      else fill_int(t, derive_seed(seed, k), 0, 255);
+    }
+  }
+  return in;
+}
+
+std::vector<TensorSpec> output_specs(const Op& op, const Problem& p) { return op.outputs(p); }
+
+double default_bytes(const Op& op, const Problem& p) {
+  double b = 0;
+  for (const auto& s : op.inputs(p)) b += static_cast<double>(numel_of(s.shape)) * dtype_size(s.dtype);
+  for (const auto& s : op.outputs(p)) b += static_cast<double>(numel_of(s.shape)) * dtype_size(s.dtype);
+  return b;
+}
+
+namespace {
+
+// The reference of one problem and seed: full, or sampled for problems too large.
+struct Ref {
+  bool sampled = false;
+  Reference full;
+  std::vector<SampledReference> sample;
+};
+
+Ref make_reference(const Op& op, const Problem& p, const Inputs& in, std::uint64_t seed) {
+  Ref r;
+  if (op.sample_only && op.reference_sample && op.sample_only(p)) {
+    r.sampled = true;
+    r.sample = op.reference_sample(p, in, seed);
+  } else {
+    r.full = op.reference(p, in);
+  }
+  return r;
+}
+
+void judge_ref(const Op& op, const Problem& p, const Inputs& in, const Ref& ref,
+               const std::vector<HostTensor>& out, VerifyRecord& rec) {
+  if (!ref.sampled) return judge(op, p, in, ref.full, out, rec);
+  // Gather the sampled elements into small tensors and compare those.
+  const auto specs = op.outputs(p);
+  rec.outputs.clear();
+  rec.status = Status::pass;
+  rec.rel_l2 = rec.max_abs = 0;
+  for (std::size_t k = 0; k < out.size(); ++k) {
+    const auto& s = ref.sample.at(k);
+    HostTensor got(out[k].dtype(), {static_cast<std::int64_t>(s.index.size())});
+    for (std::size_t i = 0; i < s.index.size(); ++i) got.set(static_cast<std::int64_t>(i), out[k].get(s.index[i]));
+    const Tolerance tol = op.tolerance ? op.tolerance(p, static_cast<int>(k)) : default_tolerance(out[k].dtype());
+    auto c = compare(got, s.value, tol);
+    if (c.first_bad >= 0) c.first_bad = s.index[static_cast<std::size_t>(c.first_bad)];
+    rec.rel_l2 = std::max(rec.rel_l2, c.rel_l2);
+    rec.max_abs = std::max(rec.max_abs, c.max_abs);
+    if (!c.ok && rec.status == Status::pass) {
+      rec.status = Status::fail;
+      rec.message = fmt::format("output {} (sampled {} elements): {}", specs[k].name, s.index.size(), c.summary());
+    }
+    rec.outputs.push_back(c);
+  }
+}
+
+}  // namespace
+
+void judge(const Op& op, const Problem& p, const Inputs& in, const Reference& ref,
+           const std::vector<HostTensor>& out, VerifyRecord& rec) {
+  const auto specs = op.outputs(p);
+  rec.outputs.clear();
+  rec.status = Status::pass;
+  rec.message.clear();
+  rec.rel_l2 = rec.max_abs = 0;
+  KLAB_REQUIRE(ref.size() == out.size(), "reference has a different number of outputs");
+  for (std::size_t k = 0; k < out.size(); ++k) {
+    const Tolerance tol = op.tolerance ? op.tolerance(p, static_cast<int>(k)) : default_tolerance(out[k].dtype());
+    auto c = compare(out[k], ref[k], tol);
+    rec.rel_l2 = std::max(rec.rel_l2, c.rel_l2);
+    rec.max_abs = std::max(rec.max_abs, c.max_abs);
+    if (!c.ok && rec.status == Status::pass) {
+      rec.status = Status::fail;
+      rec.message = fmt::format("output {}: {}", specs[k].name, c.summary());
+    }
+    rec.outputs.push_back(std::move(c));
+  }
+  if (rec.status == Status::pass && op.properties) {
+    const std::string why = op.properties(p, in, out);
+    if (!why.empty()) {
+      rec.status = Status::fail;
+      rec.message = "property violated: " + why;
+    }
+  }
+}
+
+// ---------------------------------------------------------------------------------------
+// Running one impl on one problem
+// ---------------------------------------------------------------------------------------
+
+namespace {
+
+bool on_gpu(const Impl& im) { return im.kind != ImplKind::cpu; }
+
+std::string supported(const Impl& im, const Problem& p) {
+  if (on_gpu(im) && !device_info().present) return "no GPU";
+  return im.supports ? im.supports(p) : std::string();
+}
+
+// Everything one problem needs on the device, shared by the impls that run on it.
+// Inputs are read-only for impls; each impl gets its own poisoned outputs.
+struct DeviceCase {
+  std::vector<DeviceTensor> in;
+  std::vector<DeviceTensor> out;
+  std::vector<HostTensor> host_out;
+  DeviceBuffer workspace;
+};
+
+std::vector<TensorView> views(const std::vector<DeviceTensor>& ts) {
+  std::vector<TensorView> v;
+  for (const auto& t : ts) v.push_back(t.view());
+  return v;
+}
+std::vector<TensorView> views(std::vector<HostTensor>& ts) {
+  std::vector<TensorView> v;
+  for (auto& t : ts) v.push_back(t.view());
+  return v;
+}
+
+void ensure_workspace(DeviceCase& dc, const Impl& im, const Problem& p) {
+  const std::size_t need = im.workspace ? im.workspace(p) : 0;
+  if (need > dc.workspace.size()) dc.workspace = DeviceBuffer(need);
+}
+
+void launch_gpu(const Impl& im, const Problem& p, const Inputs& in, DeviceCase& dc, cudaStream_t s) {
+  Launch l{p, views(dc.in), views(dc.out), in.scalars, s, dc.workspace.get(), dc.workspace.size()};
+  im.run(l);
+  KLAB_CHECK_LAUNCH();
+}
+
+void run_cpu(const Impl& im, const Problem& p, Inputs& in, std::vector<HostTensor>& out) {
+  for (auto& t : out) poison(t);
+  Launch l{p, views(in.tensors), views(out), in.scalars, nullptr, nullptr, 0};
+  im.run(l);
+}
+
+// A sticky CUDA error (illegal address, ...) leaves the context unusable: stop the run
+// with a message that names the impl instead of failing every later case.
+void check_context_alive(const std::string& who) {
+  const cudaError_t e = cudaDeviceSynchronize();
+  if (e != cudaSuccess)
+    throw Error(fmt::format("{} left the GPU in an error state ({}: {}); the run cannot continue. "
+                            "Rerun it alone with --impl, or under compute-sanitizer",
+                            who, cudaGetErrorName(e), cudaGetErrorString(e)));
+}
+
+struct StreamGuard {
+  cudaStream_t s = nullptr;
+  StreamGuard() { KLAB_CHECK_CUDA(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking)); }
+  ~StreamGuard() { if (s) cudaStreamDestroy(s); }
+};
+
+std::size_t count_runs(const std::vector<Case>& cases) {
+  std::size_t n = 0;
+  for (const auto& c : cases) n += c.impls.size();
+  return n;
+}
+
+bool any_gpu_impl_supported(const Case& c) {
+  for (const Impl* im : c.impls)
+    if (on_gpu(*im) && supported(*im, c.problem).empty()) return true;
+  return false;
+}
+
+std::int64_t largest_tensor(const Op& op, const Problem& p) {
+  std::int64_t m = 0;
+  for (const auto& s : op.inputs(p)) m = std::max(m, numel_of(s.shape));
+  for (const auto& s : op.outputs(p)) m = std::max(m, numel_of(s.shape));
+  return m;
+}
+
+}  // namespace
+
+// ---------------------------------------------------------------------------------------
+// verify
+// ---------------------------------------------------------------------------------------
+
+std::vector<VerifyRecord> verify(const std::vector<Case>& cases, const RunOptions& opt) {
+  std::vector<VerifyRecord> recs;
+  std::size_t total = 0;
+  for (const auto& c : cases) {
+    const bool large = largest_tensor(*c.op, c.problem) > c.op->large_numel;
+    const std::size_t nseeds = large ? 1 : (opt.seeds.empty() ? c.op->seeds : opt.seeds.size()) + 1;
+    total += c.impls.size() * nseeds;
+  }
+  ProgressLine progress(total, opt.progress);
+  std::size_t done = 0;
+  std::optional<StreamGuard> stream;
+
+  for (const auto& c : cases) {
+    const Op& op = *c.op;
+    const Problem& p = c.problem;
+    // Seeds: fixed ones (replayable by anyone) plus this run's random seed. Problems over
+    // large_numel get only the run seed: their inputs alone take gigabytes.
+    std::vector<std::uint64_t> seeds;
+    if (largest_tensor(op, p) <= op.large_numel) {
+      if (opt.seeds.empty()) for (int s = 1; s <= op.seeds; ++s) seeds.push_back(static_cast<std::uint64_t>(s));
+      else seeds = opt.seeds;
+    }
+    seeds.push_back(opt.run_seed);
+
+    for (const std::uint64_t seed : seeds) {
+      std::optional<Inputs> in;
+      std::optional<Ref> ref;
+      DeviceCase dc;
+      const auto out_specs = op.outputs(p);
+      for (const Impl* im : c.impls) {
+        VerifyRecord rec{registry().find_op(op.name)->lesson, op.name, im->name, im->kind, p, seed};
+        progress.update(done++, fmt::format("test {} {} {}", op.name, im->name, p.label()));
+        const std::string why = supported(*im, p);
+        if (!why.empty()) {
+          rec.status = Status::unsupported;
+          rec.message = why;
+          recs.push_back(std::move(rec));
+          continue;
+        }
+        try {
+          if (!in) {
+            in = make_inputs(op, p, seed);
+            ref = make_reference(op, p, *in, seed);
+          }
+          if (dc.host_out.empty())
+            for (const auto& s : out_specs) dc.host_out.emplace_back(s.dtype, s.shape);
+          if (on_gpu(*im)) {
+            if (!stream) stream.emplace();
+            if (dc.in.empty())
+              for (const auto& t : in->tensors) dc.in.push_back(to_device(t));
+            if (dc.out.empty())
+              for (const auto& s : out_specs) dc.out.emplace_back(s.dtype, s.shape);
+            ensure_workspace(dc, *im, p);
+            for (const auto& t : dc.out) poison(t);
+            launch_gpu(*im, p, *in, dc, stream->s);
+            KLAB_CHECK_CUDA(cudaStreamSynchronize(stream->s));
+            for (std::size_t k = 0; k < dc.out.size(); ++k) copy_to_host(dc.out[k], dc.host_out[k]);
+          } else {
+            run_cpu(*im, p, *in, dc.host_out);
+          }
+          judge_ref(op, p, *in, *ref, dc.host_out, rec);
+        } catch (const NoGpuError&) {
+          throw;
+        } catch (const Error& e) {
+          rec.status = Status::error;
+          rec.message = e.what();
+          if (on_gpu(*im)) check_context_alive(fmt::format("{}/{} on {}", op.name, im->name, p.label()));
+        }
+        if (rec.status != Status::pass && opt.log)
+          opt.log(fmt::format("{} {}/{} {} seed {}: {}", status_name(rec.status), op.name, im->name, p.label(), seed, rec.message));
+        recs.push_back(std::move(rec));
+      }
+    }
+  }
+  progress.finish();
+  return recs;
+}
+
+// ---------------------------------------------------------------------------------------
+// bench
+// ---------------------------------------------------------------------------------------
+
+Stats stats_of(std::vector<double> v) {
+  Stats s;
+  if (v.empty()) return s;
+  std::sort(v.begin(), v.end());
+  auto q = [&](double f) {
+    const double pos = f * static_cast<double>(v.size() - 1);
+    const auto lo = static_cast<std::size_t>(std::floor(pos));
+    const auto hi = std::min(lo + 1, v.size() - 1);
+    return v[lo] + (v[hi] - v[lo]) * (pos - static_cast<double>(lo));
+  };
+  s.min = v.front();
+  s.max = v.back();
+  s.median = q(0.5);
+  s.p25 = q(0.25);
+  s.p75 = q(0.75);
+  return s;
+}
+
+bool spread_ok(const std::vector<double>& samples, double target) {
+  const Stats s = stats_of(samples);
+  return s.median > 0 && (s.p75 - s.p25) / s.median < target;
+}
+
+namespace {
+
+class L2Flusher {
+ public:
+  L2Flusher() : buf_(std::max<std::size_t>(2 * device_info().l2_bytes, std::size_t{64} << 20)) {}
+  // Writing twice the L2's size evicts every line the previous launch left behind.
+  void flush(cudaStream_t s) { KLAB_CHECK_CUDA(cudaMemsetAsync(buf_.get(), ++value_ & 0xFF, buf_.size(), s)); }
+
+ private:
+  DeviceBuffer buf_;
+  int value_ = 0;
+};
+
+bool should_stop(const std::vector<double>& samples, double elapsed_s, const RunOptions& opt) {
+  const int n = static_cast<int>(samples.size());
+  if (n >= opt.max_reps) return true;
+  if (n < opt.min_reps) return elapsed_s > 10 * opt.time_cap_s;  // a very slow impl: stop anyway
+  return spread_ok(samples, opt.target_spread) || elapsed_s > opt.time_cap_s;
+}
+
+void time_gpu(const Impl& im, const Problem& p, const Inputs& in, DeviceCase& dc, cudaStream_t s,
+              L2Flusher& flusher, const RunOptions& opt, BenchRecord& rec) {
+  cudaEvent_t start, stop;
+  KLAB_CHECK_CUDA(cudaEventCreate(&start));
+  KLAB_CHECK_CUDA(cudaEventCreate(&stop));
+  std::vector<double> samples;
+  try {
+    // Warm-up: module loads, handle creation, autotuning happen here, never in a sample.
+    const auto w0 = std::chrono::steady_clock::now();
+    for (int i = 0; i < 3 || std::chrono::duration<double>(std::chrono::steady_clock::now() - w0).count() < 0.02; ++i) {
+      launch_gpu(im, p, in, dc, s);
+      KLAB_CHECK_CUDA(cudaStreamSynchronize(s));
+      if (i >= 100) break;
+    }
+    if (opt.graph) {
+      // Launch overhead is what graph mode removes: K launches captured once, replayed.
+      constexpr int K = 20;
+      cudaGraph_t graph;
+      cudaGraphExec_t exec;
+      KLAB_CHECK_CUDA(cudaStreamBeginCapture(s, cudaStreamCaptureModeThreadLocal));
+      for (int i = 0; i < K; ++i) launch_gpu(im, p, in, dc, s);
+      KLAB_CHECK_CUDA(cudaStreamEndCapture(s, &graph));
+      KLAB_CHECK_CUDA(cudaGraphInstantiate(&exec, graph, 0));
+      KLAB_CHECK_CUDA(cudaGraphLaunch(exec, s));
+      KLAB_CHECK_CUDA(cudaStreamSynchronize(s));
+      const auto t0 = std::chrono::steady_clock::now();
+      do {
+        for (const auto& t : dc.out) KLAB_CHECK_CUDA(cudaMemsetAsync(t.data(), 0xFF, t.bytes(), s));
+        KLAB_CHECK_CUDA(cudaEventRecord(start, s));
+        KLAB_CHECK_CUDA(cudaGraphLaunch(exec, s));
+        KLAB_CHECK_CUDA(cudaEventRecord(stop, s));
+        KLAB_CHECK_CUDA(cudaEventSynchronize(stop));
+        float ms = 0;
+        KLAB_CHECK_CUDA(cudaEventElapsedTime(&ms, start, stop));
+        samples.push_back(ms / K);
+      } while (!should_stop(samples, std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count(), opt));
+      cudaGraphExecDestroy(exec);
+      cudaGraphDestroy(graph);
+    } else {
+      const auto t0 = std::chrono::steady_clock::now();
+      do {
+        // Poison first so the last timed launch must write every output (re-checked below),
+        // then flush the L2 so no input or output line is warm.
+        for (const auto& t : dc.out) KLAB_CHECK_CUDA(cudaMemsetAsync(t.data(), 0xFF, t.bytes(), s));
+        flusher.flush(s);
+        KLAB_CHECK_CUDA(cudaEventRecord(start, s));
+        launch_gpu(im, p, in, dc, s);
+        KLAB_CHECK_CUDA(cudaEventRecord(stop, s));
+        KLAB_CHECK_CUDA(cudaEventSynchronize(stop));
+        float ms = 0;
+        KLAB_CHECK_CUDA(cudaEventElapsedTime(&ms, start, stop));
+        samples.push_back(ms);
+      } while (!should_stop(samples, std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count(), opt));
+    }
+  } catch (...) {
+    cudaEventDestroy(start);
+    cudaEventDestroy(stop);
+    throw;
+  }
+  cudaEventDestroy(start);
+  cudaEventDestroy(stop);
+  const Stats st = stats_of(samples);
+  rec.reps = static_cast<int>(samples.size());
+  rec.min_ms = st.min;
+  rec.median_ms = st.median;
+  rec.max_ms = st.max;
+}
+
+void time_cpu(const Impl& im, const Problem& p, Inputs& in, std::vector<HostTensor>& out,
+              const RunOptions& opt, BenchRecord& rec) {
+  std::vector<double> samples;
+  run_cpu(im, p, in, out);  // warm-up (page faults, caches)
+  const auto t0 = std::chrono::steady_clock::now();
+  do {
+    for (auto& t : out) poison(t);
+    const auto a = std::chrono::steady_clock::now();
+    Launch l{p, views(in.tensors), views(out), in.scalars, nullptr, nullptr, 0};
+    im.run(l);
+    samples.push_back(std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - a).count());
+  } while (static_cast<int>(samples.size()) < 3 ||
+           !(spread_ok(samples, opt.target_spread) ||
+             std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count() > opt.time_cap_s));
+  const Stats st = stats_of(samples);
+  rec.reps = static_cast<int>(samples.size());
+  rec.min_ms = st.min;
+  rec.median_ms = st.median;
+  rec.max_ms = st.max;
+}
+
+}  // namespace
+
+std::vector<BenchRecord> bench(const std::vector<Case>& cases, const RunOptions& opt) {
+  require_gpu();
+  std::vector<BenchRecord> recs;
+  ProgressLine progress(count_runs(cases), opt.progress);
+  std::size_t done = 0;
+  StreamGuard stream;
+  L2Flusher flusher;
+
+  for (const auto& c : cases) {
+    const Op& op = *c.op;
+    const Problem& p = c.problem;
+    const std::size_t first = recs.size();
+    std::optional<Inputs> in;
+    std::optional<Ref> ref;
+    DeviceCase dc;
+    const auto out_specs = op.outputs(p);
+    const double flops = op.flops ? op.flops(p) : 0;
+    const double bytes = op.bytes ? op.bytes(p) : default_bytes(op, p);
+    const auto [peak, peak_name] = peak_for(op.bound, p.dtype);
+
+    for (const Impl* im : c.impls) {
+      BenchRecord rec;
+      rec.lesson = op.lesson;
+      rec.op = op.name;
+      rec.impl = im->name;
+      rec.kind = im->kind;
+      rec.problem = p;
+      rec.graph = opt.graph && on_gpu(*im);
+      rec.peak_name = peak_name;
+      progress.update(done++, fmt::format("bench {} {} {}", op.name, im->name, p.label()));
+      const std::string why = supported(*im, p);
+      if (!why.empty()) {
+        rec.status = Status::unsupported;
+        rec.message = why;
+        recs.push_back(std::move(rec));
+        continue;
+      }
+      try {
+        if (!in) {
+          in = make_inputs(op, p, opt.run_seed);
+          ref = make_reference(op, p, *in, opt.run_seed);
+          for (const auto& s : out_specs) dc.host_out.emplace_back(s.dtype, s.shape);
+        }
+        if (on_gpu(*im)) {
+          if (dc.in.empty())
+            for (const auto& t : in->tensors) dc.in.push_back(to_device(t));
+          if (dc.out.empty())
+            for (const auto& s : out_specs) dc.out.emplace_back(s.dtype, s.shape);
+          ensure_workspace(dc, *im, p);
+          time_gpu(*im, p, *in, dc, stream.s, flusher, opt, rec);
+          for (std::size_t k = 0; k < dc.out.size(); ++k) copy_to_host(dc.out[k], dc.host_out[k]);
+        } else {
+          time_cpu(*im, p, *in, dc.host_out, opt, rec);
+        }
+        // The output of the last timed launch is checked again: timing may not run a
+        // different path from verification.
+        VerifyRecord v;
+        judge_ref(op, p, *in, *ref, dc.host_out, v);
+        if (v.status != Status::pass) {
+          rec.status = Status::fail;
+          rec.message = "last timed output wrong: " + v.message;
+        }
+      } catch (const NoGpuError&) {
+        throw;
+      } catch (const Error& e) {
+        rec.status = Status::error;
+        rec.message = e.what();
+        if (on_gpu(*im)) check_context_alive(fmt::format("{}/{} on {}", op.name, im->name, p.label()));
+      }
+      if (rec.median_ms > 0) {
+        const double s = rec.median_ms * 1e-3;
+        rec.gbps = bytes / s * 1e-9;
+        rec.tflops = flops / s * 1e-12;
+        const double achieved = op.bound == Bound::memory ? rec.gbps : rec.tflops;
+        rec.pct_peak = peak > 0 ? 100.0 * achieved / peak : 0;
+      }
+      if (rec.status != Status::pass && opt.log)
+        opt.log(fmt::format("{} {}/{} {}: {}", status_name(rec.status), op.name, rec.impl, p.label(), rec.message));
+      recs.push_back(std::move(rec));
+    }
+    // Speedup against the op's baseline, measured in this same run on the same problem.
+    if (!op.baseline.empty()) {
+      const BenchRecord* base = nullptr;
+      for (std::size_t i = first; i < recs.size(); ++i)
+        if (recs[i].impl == op.baseline && recs[i].status == Status::pass && recs[i].median_ms > 0) base = &recs[i];
+      if (base)
+        for (std::size_t i = first; i < recs.size(); ++i)
+          if (recs[i].median_ms > 0) {
+            recs[i].speedup = base->median_ms / recs[i].median_ms;
+            recs[i].baseline = op.baseline;
+          }
+    }
+  }
+  progress.finish();
+  return recs;
+}
+
+}  // namespace klab

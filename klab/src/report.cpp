@@ -1,0 +1,226 @@
+#include "klab/report.hpp"
+
+#include <unistd.h>
+
+#include <algorithm>
+#include <cmath>
+#include <fstream>
+#include <map>
+
+#include <fmt/format.h>
+
+#include "klab/device.hpp"
+#include "klab/error.hpp"
+#include "klab/peaks.hpp"
+
+namespace klab {
+
+Table::Table(std::vector<std::string> header, std::vector<bool> right_align)
+    : header_(std::move(header)), right_(std::move(right_align)) {
+  right_.resize(header_.size(), false);
+}
+
+void Table::add(std::vector<std::string> row) {
+  row.resize(header_.size());
+  rows_.push_back(std::move(row));
+}
+
+void Table::print(std::FILE* f) const {
+  std::vector<std::size_t> w(header_.size());
+  for (std::size_t c = 0; c < header_.size(); ++c) {
+    w[c] = header_[c].size();
+    for (const auto& r : rows_) w[c] = std::max(w[c], r[c].size());
+  }
+  auto line = [&](const std::vector<std::string>& r) {
+    std::string s;
+    for (std::size_t c = 0; c < r.size(); ++c) {
+      const std::size_t pad = w[c] - r[c].size();
+      if (c) s += "  ";
+      if (right_[c]) s += std::string(pad, ' ') + r[c];
+      else s += r[c] + (c + 1 < r.size() ? std::string(pad, ' ') : "");
+    }
+    while (!s.empty() && s.back() == ' ') s.pop_back();
+    std::fprintf(f, "%s\n", s.c_str());
+  };
+  line(header_);
+  std::vector<std::string> rule;
+  for (auto x : w) rule.push_back(std::string(x, '-'));
+  line(rule);
+  for (const auto& r : rows_) line(r);
+}
+
+ProgressLine::ProgressLine(std::size_t total, bool enabled)
+    : total_(total), enabled_(enabled && isatty(STDERR_FILENO)) {}
+
+void ProgressLine::update(std::size_t done, const std::string& what) {
+  if (!enabled_) return;
+  std::string s = fmt::format("[{:>{}}/{}] {}", done + 1, std::to_string(total_).size(), total_, what);
+  if (s.size() > 100) s.resize(100);
+  std::fprintf(stderr, "\r%s%s", s.c_str(), std::string(last_len_ > s.size() ? last_len_ - s.size() : 0, ' ').c_str());
+  std::fflush(stderr);
+  last_len_ = s.size();
+}
+
+void ProgressLine::finish() {
+  if (enabled_ && last_len_) std::fprintf(stderr, "\r%s\r", std::string(last_len_, ' ').c_str());
+  last_len_ = 0;
+}
+
+ProgressLine::~ProgressLine() { finish(); }
+
+std::string fmt_ms(double ms) {
+  if (ms <= 0) return "-";
+  if (ms < 0.01) return fmt::format("{:.2f} us", ms * 1e3);
+  if (ms < 1) return fmt::format("{:.1f} us", ms * 1e3);
+  if (ms < 1000) return fmt::format("{:.3f} ms", ms);
+  return fmt::format("{:.2f} s", ms * 1e-3);
+}
+
+std::string fmt_sig(double v, int digits) {
+  if (v == 0 || !std::isfinite(v)) return "-";
+  const int mag = static_cast<int>(std::floor(std::log10(std::fabs(v))));
+  const int dec = std::max(0, digits - 1 - mag);
+  return fmt::format("{:.{}f}", v, dec);
+}
+
+std::string fmt_sci(double v) { return fmt::format("{:.1e}", v); }
+
+void print_verify(std::FILE* f, const std::vector<VerifyRecord>& recs, bool all_rows) {
+  // One row per (op, impl): how many checks passed, and the worst errors seen.
+  struct Agg {
+    int pass = 0, fail = 0, unsup = 0, error = 0;
+    double rel = 0, abs = 0;
+    std::string note;
+  };
+  std::vector<std::pair<std::string, std::string>> order;
+  std::map<std::pair<std::string, std::string>, Agg> agg;
+  for (const auto& r : recs) {
+    const auto key = std::make_pair(r.op, r.impl);
+    if (!agg.count(key)) order.push_back(key);
+    auto& a = agg[key];
+    switch (r.status) {
+      case Status::pass: ++a.pass; break;
+      case Status::fail: ++a.fail; break;
+      case Status::unsupported: ++a.unsup; if (a.note.empty()) a.note = r.message; break;
+      case Status::error: ++a.error; break;
+    }
+    a.rel = std::max(a.rel, r.rel_l2);
+    a.abs = std::max(a.abs, r.max_abs);
+  }
+  Table t({"op", "impl", "checks", "passed", "failed", "unsupported", "worst rel_l2", "worst max_abs", "note"},
+          {false, false, true, true, true, true, true, true, false});
+  for (const auto& key : order) {
+    const auto& a = agg[key];
+    const int n = a.pass + a.fail + a.unsup + a.error;
+    t.add({key.first, key.second, std::to_string(n), std::to_string(a.pass),
+           std::to_string(a.fail + a.error), std::to_string(a.unsup),
+           a.pass + a.fail ? fmt_sci(a.rel) : "-", a.pass + a.fail ? fmt_sci(a.abs) : "-",
+           a.fail + a.error ? "FAILED" : (a.unsup && !a.pass ? a.note : "")});
+  }
+  t.print(f);
+  if (all_rows) {
+    std::fprintf(f, "\n");
+    Table d({"op", "impl", "problem", "seed", "status", "rel_l2", "max_abs", "detail"},
+            {false, false, false, true, false, true, true, false});
+    for (const auto& r : recs)
+      d.add({r.op, r.impl, r.problem.label(), std::to_string(r.seed), status_name(r.status),
+             r.status == Status::pass || r.status == Status::fail ? fmt_sci(r.rel_l2) : "-",
+             r.status == Status::pass || r.status == Status::fail ? fmt_sci(r.max_abs) : "-", r.message});
+    d.print(f);
+  }
+  bool header = false;
+  for (const auto& r : recs) {
+    if (r.status != Status::fail && r.status != Status::error) continue;
+    if (!header) { std::fprintf(f, "\nFailures (replay with --seed <seed> and --shape):\n"); header = true; }
+    std::fprintf(f, "  %s %s/%s %s seed %llu: %s\n", status_name(r.status), r.op.c_str(), r.impl.c_str(),
+                 r.problem.label().c_str(), static_cast<unsigned long long>(r.seed), r.message.c_str());
+  }
+}
+
+void print_bench(std::FILE* f, const std::vector<BenchRecord>& recs) {
+  std::size_t i = 0;
+  while (i < recs.size()) {
+    std::size_t j = i;
+    while (j < recs.size() && recs[j].op == recs[i].op && recs[j].problem.label() == recs[i].problem.label()) ++j;
+    const auto& head = recs[i];
+    std::fprintf(f, "\n%s  %s%s   (%% of peak: %s)\n", head.op.c_str(), head.problem.label().c_str(),
+                 head.graph ? "  [CUDA graph replay]" : "", head.peak_name.c_str());
+    std::string base;
+    for (std::size_t k = i; k < j; ++k)
+      if (!recs[k].baseline.empty()) base = recs[k].baseline;
+    Table t({"impl", "median", "min", "max", "GB/s", "TFLOP/s", "% peak", base.empty() ? "vs baseline" : "vs " + base, "reps", "status"},
+            {false, true, true, true, true, true, true, true, true, false});
+    for (std::size_t k = i; k < j; ++k) {
+      const auto& r = recs[k];
+      if (r.status == Status::unsupported) {
+        t.add({r.impl, "-", "-", "-", "-", "-", "-", "-", "-", "unsupported: " + r.message});
+        continue;
+      }
+      t.add({r.impl, fmt_ms(r.median_ms), fmt_ms(r.min_ms), fmt_ms(r.max_ms), fmt_sig(r.gbps, 4), fmt_sig(r.tflops, 3),
+             r.pct_peak > 0 ? fmt::format("{:.1f}%", r.pct_peak) : "-",
+             r.speedup > 0 ? fmt::format("{:.2f}x", r.speedup) : "-", std::to_string(r.reps),
+             r.status == Status::pass ? "ok" : std::string(status_name(r.status)) + ": " + r.message});
+    }
+    t.print(f);
+    i = j;
+  }
+}
+
+static nlohmann::json problem_json(const Problem& p) {
+  return {{"shape", p.shape}, {"dtype", dtype_name(p.dtype)}, {"variant", p.variant}};
+}
+
+nlohmann::json to_json(const VerifyRecord& r) {
+  nlohmann::json outs = nlohmann::json::array();
+  for (const auto& c : r.outputs)
+    outs.push_back({{"ok", c.ok}, {"count", c.count}, {"bad", c.bad}, {"nonfinite", c.nonfinite},
+                    {"rel_l2", c.rel_l2}, {"max_abs", c.max_abs}});
+  return {{"lesson", r.lesson}, {"op", r.op}, {"impl", r.impl}, {"kind", impl_kind_name(r.kind)},
+          {"problem", problem_json(r.problem)}, {"seed", r.seed}, {"status", status_name(r.status)},
+          {"message", r.message}, {"rel_l2", r.rel_l2}, {"max_abs", r.max_abs}, {"outputs", outs}};
+}
+
+nlohmann::json to_json(const BenchRecord& r) {
+  return {{"lesson", r.lesson}, {"op", r.op}, {"impl", r.impl}, {"kind", impl_kind_name(r.kind)},
+          {"problem", problem_json(r.problem)}, {"status", status_name(r.status)}, {"message", r.message},
+          {"reps", r.reps}, {"min_ms", r.min_ms}, {"median_ms", r.median_ms}, {"max_ms", r.max_ms},
+          {"gbps", r.gbps}, {"tflops", r.tflops}, {"pct_peak", r.pct_peak}, {"peak", r.peak_name},
+          {"speedup", r.speedup}, {"baseline", r.baseline}, {"graph", r.graph}};
+}
+
+nlohmann::json device_json() {
+  const auto& d = device_info();
+  nlohmann::json j = {{"present", d.present}};
+  if (!d.present) {
+    j["why_absent"] = d.why_absent;
+    return j;
+  }
+  j.update({{"name", d.name}, {"uuid", d.uuid}, {"cc", fmt::format("{}.{}", d.cc_major, d.cc_minor)},
+            {"sms", d.sms}, {"l2_bytes", d.l2_bytes}, {"global_mem", d.global_mem},
+            {"driver_version", d.driver_version}, {"runtime_version", d.runtime_version}});
+  if (auto p = load_peaks())
+    j["peaks"] = {{"measured_at", p->measured_at}, {"copy_gbps", p->copy_gbps}, {"sgemm_tflops", p->sgemm_tflops},
+                  {"tf32_tflops", p->tf32_tflops}, {"bf16_tflops", p->bf16_tflops}, {"f16_tflops", p->f16_tflops}};
+  return j;
+}
+
+void write_json(const std::string& path, const nlohmann::json& j) {
+  std::ofstream f(path);
+  if (!f) throw Error("cannot write " + path);
+  f << j.dump(2) << "\n";
+  if (!f) throw Error("error writing " + path);
+}
+
+void write_bench_csv(const std::string& path, const std::vector<BenchRecord>& recs) {
+  std::ofstream f(path);
+  if (!f) throw Error("cannot write " + path);
+  f << "lesson,op,impl,kind,shape,dtype,variant,status,reps,min_ms,median_ms,max_ms,gbps,tflops,pct_peak,speedup,baseline,graph\n";
+  for (const auto& r : recs)
+    f << fmt::format("{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{}\n", r.lesson, r.op, r.impl,
+                     impl_kind_name(r.kind), dims_to_string(r.problem.shape), dtype_name(r.problem.dtype),
+                     r.problem.variant, status_name(r.status), r.reps, r.min_ms, r.median_ms, r.max_ms, r.gbps,
+                     r.tflops, r.pct_peak, r.speedup, r.baseline, r.graph ? 1 : 0);
+  if (!f) throw Error("error writing " + path);
+}
+
+}  // namespace klab

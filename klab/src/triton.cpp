@@ -1,0 +1,33 @@
+#include "klab/triton.hpp"
+
+#include <cuda_runtime_api.h>
+
+#include "klab/device.hpp"
+#include "klab/error.hpp"
+
+#ifndef KLAB_TRITON_NOTE
+#define KLAB_TRITON_NOTE "the build did not record whether Triton was found"
+#endif
+
+namespace klab {
+
+const char* triton_build_note() { return KLAB_TRITON_NOTE; }
+
+std::string triton_supported() {
+  const std::string note = triton_build_note();
+  if (!note.empty()) return "Triton impls not built: " + note;
+  const auto& d = device_info();
+  if (!d.present) return "no GPU";
+  if (d.cc() != 90) return "Triton kernels are compiled ahead of time for sm_90 only (device is sm_" + std::to_string(d.cc()) + ")";
+  return "";
+}
+
+void triton_prepare() {
+  static bool done = false;
+  if (!done) {
+    KLAB_CHECK_CUDA(cudaFree(nullptr));  // creates and binds the primary context
+    done = true;
+  }
+}
+
+}  // namespace klab

@@ -1,0 +1,63 @@
+// Lesson 01 — the shared pieces of vector_add.cu and elementwise.cu: the op description
+// (inputs, fp64 reference, shapes) that every element-wise op repeats, and the CPU
+// baseline loop.
+#pragma once
+
+#include <cmath>
+#include <cstdint>
+#include <functional>
+#include <string>
+
+#include "klab/kernels.cuh"
+#include "klab/op.hpp"
+#include "klab/rng.hpp"
+
+namespace lesson01 {
+
+// Test shapes (design.md §3): empty, one element, odd and prime sizes, sizes that are not a
+// multiple of a block (256) or of a vector (4 or 8 elements), and one whose flat index
+// passes 2^31 (the int32 overflow that a naive `int i = blockIdx.x * blockDim.x + ...`
+// hits).
+inline const std::vector<klab::Dims> kTestShapes = {
+    {0}, {1}, {3}, {7}, {127}, {1023}, {4097}, {65537}, {1000003}, {(std::int64_t{1} << 31) + 7}};
+// Bench: a size the L2 (50 MB) holds, and 2^28 (1 GiB per f32 tensor) where only HBM counts.
+inline const std::vector<klab::Dims> kBenchShapes = {{1 << 20}, {1 << 28}};
+
+// The fp64 reference of an element-wise op: ref[i] = f(x[i], y[i]), computed from the
+// inputs as stored (already rounded to their dtype), on all host cores.
+inline klab::Reference map_reference(const klab::Inputs& in, const std::function<double(double, double)>& f) {
+  const auto& x = in.tensors.at(0);
+  const klab::HostTensor* y = in.tensors.size() > 1 ? &in.tensors[1] : nullptr;
+  std::vector<double> out(static_cast<std::size_t>(x.numel()));
+  klab::parallel_for(x.numel(), [&](std::int64_t b, std::int64_t e) {
+    for (std::int64_t i = b; i < e; ++i) out[static_cast<std::size_t>(i)] = f(x.get(i), y ? y->get(i) : 0.0);
+  });
+  return {std::move(out)};
+}
+
+// An element-wise op over n elements with `arity` inputs of the problem's dtype.
+inline klab::Op elementwise_op(std::string name, std::string summary, int arity,
+                               std::function<double(double, double)> f) {
+  klab::Op op;
+  op.lesson = "01";
+  op.name = std::move(name);
+  op.summary = std::move(summary);
+  op.dims = {"n"};
+  op.dtypes = {klab::DType::f32, klab::DType::bf16};
+  op.test_shapes = kTestShapes;
+  op.bench_shapes = kBenchShapes;
+  op.baseline = "cpu";
+  op.bound = klab::Bound::memory;
+  op.inputs = [arity](const klab::Problem& p) {
+    std::vector<klab::TensorSpec> v = {{"x", p.dtype, p.shape}};
+    if (arity == 2) v.push_back({"y", p.dtype, p.shape});
+    return v;
+  };
+  op.outputs = [](const klab::Problem& p) { return std::vector<klab::TensorSpec>{{"z", p.dtype, p.shape}}; };
+  op.reference = [f](const klab::Problem&, const klab::Inputs& in) { return map_reference(in, f); };
+  op.flops = [](const klab::Problem& p) { return static_cast<double>(p.shape[0]); };
+  op.validate = [](const klab::Problem& p) { return p.shape[0] < 0 ? std::string("n < 0") : std::string(); };
+  return op;
+}
+
+}  // namespace lesson01

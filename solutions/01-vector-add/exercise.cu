@@ -1,0 +1,49 @@
+// Lesson 01 exercise — SOLUTION. Built into klab-solutions only, to prove that the
+// exercise passes `klab check 01` once completed (tests/CMakeLists.txt).
+//
+// Fill in the kernel below so that z[i] = x[i] + y[i] for every i in [0, n), then run
+//
+//     klab check 01
+//
+// which checks your kernel on unseen seeds and every edge case (0 and 1 elements, primes,
+// more than 2^31 elements), then times it against v2_grid_stride. Until the kernel writes
+// every element, the check fails: the harness fills z with NaN before each launch.
+//
+// Hints
+//   1. A thread's first element is its global index: blockIdx.x * blockDim.x + threadIdx.x.
+//      Do that arithmetic in 64 bits (std::int64_t) or it wraps around past 2^31.
+//   2. The grid is smaller than n: after each element, jump by the number of threads in
+//      the whole grid (gridDim.x * blockDim.x) until you pass n.
+//   3. Guard every access with i < n: the last jump usually lands past the end.
+#include <cuda_runtime.h>
+
+#include "klab/kernels.cuh"
+#include "klab/op.hpp"
+
+namespace lesson01_exercise {
+
+__global__ void vector_add_exercise(const float* __restrict__ g_x, const float* __restrict__ g_y,
+                                    float* __restrict__ g_z, std::int64_t n) {
+  const std::int64_t stride = static_cast<std::int64_t>(gridDim.x) * blockDim.x;
+  for (std::int64_t i = static_cast<std::int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < n; i += stride)
+    g_z[i] = g_x[i] + g_y[i];
+}
+
+void launch(const klab::Launch& l) {
+  const std::int64_t n = l.problem.shape[0];
+  if (n == 0) return;
+  constexpr int kThreads = 256;
+  // The grid is fixed, whatever n is: your loop must cover the rest.
+  const unsigned blocks = klab::blocks_for(n, kThreads, 1024);
+  vector_add_exercise<<<blocks, kThreads, 0, l.stream>>>(l.in[0].as<const float>(), l.in[1].as<const float>(),
+                                                          l.out[0].as<float>(), n);
+}
+
+KLAB_REGISTER(klab::register_impl({"vector_add", "exercise", "your grid-stride vector add (exercise.cu)",
+                                   klab::ImplKind::exercise,
+                                   [](const klab::Problem& p) {
+                                     return p.dtype == klab::DType::f32 ? std::string() : std::string("the exercise is f32 only");
+                                   },
+                                   {}, launch}));
+
+}  // namespace lesson01_exercise
