@@ -1,0 +1,89 @@
+"""Lesson 04, Triton track: row softmax (fp32 and bf16, plain and causal).
+
+Two kernels, one program per row:
+
+  softmax_row_kernel   the whole row in one BLOCK-wide tile (cols <= BLOCK): one read, one
+                       write, the max and the sum are `tl.max` / `tl.sum` over the tile.
+                       This is v2_fused/v3_online of softmax.cu in Triton's words.
+  softmax_loop_kernel  rows longer than any tile: a first sweep keeps a running (max, sum)
+                       per lane (the online softmax, rescaling the sum whenever the max
+                       grows), a second sweep re-reads the row and writes. Two reads.
+
+Causal masking is a run-time argument: column j of row r is kept while j <= r + diag
+(diag = cols - rows for the causal variant, diag = cols, which masks nothing, otherwise).
+A row with no column kept writes zeros. Masked and out-of-range lanes load -inf.
+
+The row offset is computed in 64 bits (program id widened first): rows * cols may pass 2^31.
+Compiled ahead of time by tools/triton_aot.py (the AOT list at the bottom). Every config is
+built twice, once with `cols` hinted divisible by 16: the linked dispatcher picks that one
+when cols % 16 == 0, and Triton then knows each row starts 64-byte aligned and vectorizes.
+"""
+import triton
+import triton.language as tl
+
+
+@triton.jit
+def softmax_row_kernel(x_ptr, y_ptr, rows, cols, diag, BLOCK: tl.constexpr):
+    row = tl.program_id(0).to(tl.int64)                  # 64-bit before the multiply
+    offs = tl.arange(0, BLOCK)                           # (BLOCK,)
+    limit = tl.minimum(row + diag + 1, cols)             # columns [0, limit) are kept
+    x = tl.load(x_ptr + row * cols + offs, mask=offs < limit, other=-float("inf")).to(tl.float32)
+    m = tl.max(x, axis=0)
+    m = tl.where(m == -float("inf"), 0.0, m)             # fully masked row: exp(-inf - 0) = 0
+    e = tl.exp(x - m)
+    d = tl.sum(e, axis=0)
+    inv = tl.where(d > 0, 1.0 / d, 0.0)
+    tl.store(y_ptr + row * cols + offs, (e * inv).to(y_ptr.dtype.element_ty), mask=offs < cols)
+
+
+@triton.jit
+def softmax_loop_kernel(x_ptr, y_ptr, rows, cols, diag, BLOCK: tl.constexpr):
+    row = tl.program_id(0).to(tl.int64)
+    limit = tl.minimum(row + diag + 1, cols)
+    base = row * cols
+    # Sweep 1: per-lane running max and sum. When a lane's max grows from m to m', its sum
+    # so far is rescaled by exp(m - m') so that it stays a sum of exp(x - current max).
+    m_vec = tl.full((BLOCK,), -float("inf"), tl.float32)
+    d_vec = tl.zeros((BLOCK,), tl.float32)
+    for start in range(0, cols, BLOCK):
+        offs = start + tl.arange(0, BLOCK)
+        x = tl.load(x_ptr + base + offs, mask=offs < limit, other=-float("inf")).to(tl.float32)
+        m_new = tl.maximum(m_vec, x)
+        safe = tl.where(m_new == -float("inf"), 0.0, m_new)
+        d_vec = d_vec * tl.exp(m_vec - safe) + tl.exp(x - safe)
+        m_vec = m_new
+    # Combine the lanes: the same rescaling, once, against the row max.
+    m = tl.max(m_vec, axis=0)
+    m = tl.where(m == -float("inf"), 0.0, m)
+    d = tl.sum(d_vec * tl.exp(m_vec - m), axis=0)
+    inv = tl.where(d > 0, 1.0 / d, 0.0)
+    # Sweep 2: re-read and write.
+    for start in range(0, cols, BLOCK):
+        offs = start + tl.arange(0, BLOCK)
+        x = tl.load(x_ptr + base + offs, mask=offs < limit, other=-float("inf")).to(tl.float32)
+        y = tl.exp(x - m) * inv
+        tl.store(y_ptr + base + offs, y.to(y_ptr.dtype.element_ty), mask=offs < cols)
+
+
+def _configs():
+    out = []
+    for ty, tag in (("fp32", "f32"), ("bf16", "bf16")):
+        # (name suffix, kernel, BLOCK, num_warps): the C++ side picks the smallest tile that
+        # holds the row, and the loop kernel past the largest.
+        for suffix, kernel, block, warps in (
+            ("b1024", "softmax_row_kernel", 1024, 4),
+            ("b4096", "softmax_row_kernel", 4096, 8),
+            ("b16384", "softmax_row_kernel", 16384, 16),
+            ("b32768", "softmax_row_kernel", 32768, 32),
+            ("loop", "softmax_loop_kernel", 4096, 8),
+        ):
+            for cols_hint in ("i32:16", "i32"):        # aligned rows first, then any cols
+                out.append(dict(
+                    name=f"tr_softmax_{tag}_{suffix}", kernel=kernel,
+                    signature=f"*{ty}:16, *{ty}:16, i32, {cols_hint}, i32, {block}",
+                    grid="rows, 1, 1", num_warps=warps, num_stages=1))
+    return out
+
+
+# What the build compiles. Grids are C expressions over the non-constexpr arguments.
+AOT = _configs()
