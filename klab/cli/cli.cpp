@@ -57,6 +57,7 @@ struct Common {
   std::vector<std::string> lessons;
   std::vector<std::string> impls, ops;
   std::string shape, dtype, variant, json, csv;
+  std::int64_t max_elems = 0;
   std::uint64_t seed = 0;
   bool seed_given = false, verbose = false, graph = false;
   double time_cap = 1.0;
@@ -69,6 +70,7 @@ void add_selection(CLI::App* c, Common& o, bool lessons_positional = true) {
   c->add_option("--shape", o.shape, "one shape instead of the op's own, e.g. 4096x4096 or 2^28");
   c->add_option("--dtype", o.dtype, "one dtype: f32, f16, bf16, i32, u8");
   c->add_option("--variant", o.variant, "one variant of ops that have them");
+  c->add_option("--max-elems", o.max_elems, "skip problems with a tensor larger than this (for sanitizer runs)");
 }
 
 Selection make_selection(const Common& o) {
@@ -82,6 +84,7 @@ Selection make_selection(const Common& o) {
     if (!s.dtype) throw UsageError(fmt::format("bad dtype '{}': expected one of f32, f16, bf16, i32, u8", o.dtype));
   }
   if (!o.variant.empty()) s.variant = o.variant;
+  s.max_elems = o.max_elems;
   return s;
 }
 
@@ -357,6 +360,8 @@ int cmd_doctor(bool remeasure) {
 }  // namespace
 
 int klab_main(int argc, char** argv) {
+  // Line-buffered even into a file or pipe: a run stopped by a time limit keeps its output.
+  std::setvbuf(stdout, nullptr, _IOLBF, 0);
   CLI::App app{"klab — Kernel Lab: verify, benchmark and learn GPU kernels"};
   app.require_subcommand(1);
   app.set_help_all_flag("--help-all", "help for every verb");

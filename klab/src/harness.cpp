@@ -34,6 +34,13 @@ const char* status_name(Status s) {
 // Planning: selection -> cases
 // ---------------------------------------------------------------------------------------
 
+static std::int64_t largest_tensor(const Op& op, const Problem& p) {
+  std::int64_t m = 0;
+  for (const auto& s : op.inputs(p)) m = std::max(m, numel_of(s.shape));
+  for (const auto& s : op.outputs(p)) m = std::max(m, numel_of(s.shape));
+  return m;
+}
+
 static std::string known_lessons() {
   std::string s;
   for (const auto& l : registry().lessons()) s += (s.empty() ? "" : ", ") + l.id + " (" + l.slug + ")";
@@ -107,6 +114,7 @@ std::vector<Case> plan(const Selection& sel, bool bench_shapes) {
       for (DType t : dtypes)
         for (const auto& v : variants) {
           Problem p{shape, t, v};
+          if (sel.max_elems > 0 && largest_tensor(*op, p) > sel.max_elems) continue;
           if (op->validate) {
             const std::string why = op->validate(p);
             if (!why.empty()) {
@@ -309,12 +317,6 @@ bool any_gpu_impl_supported(const Case& c) {
   return false;
 }
 
-std::int64_t largest_tensor(const Op& op, const Problem& p) {
-  std::int64_t m = 0;
-  for (const auto& s : op.inputs(p)) m = std::max(m, numel_of(s.shape));
-  for (const auto& s : op.outputs(p)) m = std::max(m, numel_of(s.shape));
-  return m;
-}
 
 }  // namespace
 

@@ -152,7 +152,7 @@ bool register_family(klab::Op op, HostF host_f) {
   const int arity = F::arity;
   const std::string name = op.name;
   klab::register_op(std::move(op));
-  klab::register_impl({name, "cpu", "one host thread, a plain loop", klab::ImplKind::cpu, {}, {}, cpu_map(arity, host_f)});
+  klab::register_impl({name, "cpu", "one host thread, a plain loop", klab::ImplKind::cpu, cpu_supports, {}, cpu_map(arity, host_f)});
   klab::register_impl({name, "v2_grid_stride", "grid-stride loop, one element per iteration", klab::ImplKind::cuda, {}, {},
                        launch_map<F, false>});
   klab::register_impl({name, "v3_vec16", "grid-stride with 16-byte vector loads/stores", klab::ImplKind::cuda, {}, {},

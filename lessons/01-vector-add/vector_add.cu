@@ -172,7 +172,7 @@ KLAB_REGISTER(klab::register_op([] {
   return op;
 }()));
 
-KLAB_REGISTER(klab::register_impl({"vector_add", "cpu", "one host thread, a plain loop", klab::ImplKind::cpu, {}, {}, run_cpu}));
+KLAB_REGISTER(klab::register_impl({"vector_add", "cpu", "one host thread, a plain loop", klab::ImplKind::cpu, cpu_supports, {}, run_cpu}));
 KLAB_REGISTER(klab::register_impl({"vector_add", "v1_naive", "one element per thread, 64-bit index", klab::ImplKind::cuda, {}, {}, by_dtype<V1>()}));
 KLAB_REGISTER(klab::register_impl({"vector_add", "v2_grid_stride", "fixed grid striding over the array", klab::ImplKind::cuda, {}, {}, by_dtype<V2>()}));
 KLAB_REGISTER(klab::register_impl({"vector_add", "v3_vec16", "grid-stride with 16-byte vector loads/stores", klab::ImplKind::cuda, {}, {}, by_dtype<V3>()}));

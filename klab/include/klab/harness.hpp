@@ -31,6 +31,7 @@ struct Selection {
   std::optional<Dims> shape;           // replaces the op's shapes
   std::optional<DType> dtype;          // replaces the op's dtypes
   std::optional<std::string> variant;
+  std::int64_t max_elems = 0;          // > 0: skip problems with a larger tensor (sanitizer runs)
   bool exercises = false;              // include impls of kind exercise
   bool only_exercises = false;
 };

@@ -1,0 +1,83 @@
+#!/usr/bin/env bash
+# One call on the GPU machine: build, then doctor, test, bench, the exercise proofs and
+# (when asked) compute-sanitizer, writing everything under $OUT.
+#
+#   tools/gpu-run.sh [phases] [-- lessons...]
+#   phases: build doctor test bench exercises memcheck racecheck initcheck synccheck
+#           (default: build doctor test bench exercises)
+#   env:    OUT (default ./out), JOBS (default nproc), KLAB_BENCH_ARGS, KLAB_TEST_ARGS,
+#           PHASE_TIMEOUT (seconds per phase, default 540)
+#
+# The GPU machine has no network: CMake finds CLI11, nlohmann-json, fmt and GoogleTest in
+# the image, or in .deps/ (Debian packages unpacked there and carried with the call).
+set -uo pipefail
+cd "$(dirname "$0")/.."
+OUT=${OUT:-$PWD/out}
+mkdir -p "$OUT"
+JOBS=${JOBS:-$(nproc)}
+PHASE_TIMEOUT=${PHASE_TIMEOUT:-540}
+
+phases=(); lessons=()
+seen_dashes=0
+for a in "$@"; do
+  if [ "$a" = "--" ]; then seen_dashes=1; continue; fi
+  if [ $seen_dashes -eq 1 ]; then lessons+=("$a"); else phases+=("$a"); fi
+done
+[ ${#phases[@]} -eq 0 ] && phases=(build doctor test bench exercises)
+has() { local p; for p in "${phases[@]}"; do [ "$p" = "$1" ] && return 0; done; return 1; }
+
+summary="$OUT/summary.txt"
+: > "$summary"
+note() { echo "$*" | tee -a "$summary"; }
+run_phase() {  # name, log file, command...
+  local name=$1 log=$2; shift 2
+  local t0=$SECONDS
+  timeout "${T:-$PHASE_TIMEOUT}" "$@" > "$log" 2>&1
+  local rc=$?
+  note "phase $name: exit $rc in $((SECONDS - t0)) s (log: $(basename "$log"))"
+  return $rc
+}
+
+if has build; then
+  prefix=""
+  [ -d .deps/usr ] && prefix="-DCMAKE_PREFIX_PATH=$PWD/.deps/usr"
+  py=python3
+  [ -x /opt/torch/.venv/bin/python3 ] && py=/opt/torch/.venv/bin/python3
+  cuda_inc=""
+  run_phase build "$OUT/build.log" bash -c "cmake -S . -B build -G Ninja -DCMAKE_BUILD_TYPE=Release -DKLAB_PYTHON=$py $prefix && cmake --build build -j $JOBS" \
+    || { tail -40 "$OUT/build.log"; exit 1; }
+fi
+
+K=./build/klab
+if has doctor; then run_phase doctor "$OUT/doctor.txt" $K doctor; fi
+if has test; then
+  # One lesson at a time, each under its own time limit, appended to one log.
+  ids=("${lessons[@]}"); [ ${#ids[@]} -eq 0 ] && ids=($($K list | grep -Eo '^[0-9]{2}'))
+  for id in "${ids[@]}"; do
+    T=${TEST_TIMEOUT:-$PHASE_TIMEOUT} run_phase "test $id" "$OUT/test-$id.part" $K test "$id" --json "$OUT/test-$id.json" ${KLAB_TEST_ARGS:-}
+    { echo "==== klab test $id"; cat "$OUT/test-$id.part"; } >> "$OUT/test.txt"; rm -f "$OUT/test-$id.part"
+  done
+  python3 - "$OUT" <<'PY' 2>/dev/null || true
+import json, sys, glob, os
+out = sys.argv[1]; merged = {"verify": []}
+for f in sorted(glob.glob(os.path.join(out, "test-*.json"))):
+    j = json.load(open(f)); merged.setdefault("device", j.get("device")); merged["verify"] += j["verify"]; os.remove(f)
+json.dump(merged, open(os.path.join(out, "test.json"), "w"))
+PY
+fi
+if has bench; then
+  run_phase bench "$OUT/bench.txt" $K bench "${lessons[@]}" --json "$OUT/bench.json" ${KLAB_BENCH_ARGS:-}
+fi
+if has exercises; then
+  run_phase exercises "$OUT/exercises.txt" ctest --test-dir build -R 'gpu.exercise' --output-on-failure
+fi
+for tool in memcheck racecheck initcheck synccheck; do
+  if has $tool; then
+    # Small shapes only: the sanitizer slows kernels down by orders of magnitude.
+    run_phase $tool "$OUT/$tool.txt" compute-sanitizer --tool $tool --error-exitcode 9 \
+      $K test "${lessons[@]}" --max-elems 1100000 ${KLAB_TEST_ARGS:-}
+    grep -E "ERROR SUMMARY|RACECHECK SUMMARY" "$OUT/$tool.txt" | tail -2 | tee -a "$summary"
+  fi
+done
+echo "---- summary"; cat "$summary"
+for f in test.txt bench.txt; do [ -f "$OUT/$f" ] && { echo "---- tail $f"; tail -25 "$OUT/$f"; }; done
