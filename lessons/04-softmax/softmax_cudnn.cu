@@ -8,9 +8,11 @@
 #include <cuda_runtime.h>
 
 #include <cstdint>
+#include <exception>
 #include <limits>
 #include <string>
 
+#include "klab/dtype.hpp"
 #include "klab/error.hpp"
 #include "klab/op.hpp"
 
@@ -84,17 +86,52 @@ void run_cudnn_bwd(const klab::Launch& l) {
                                        desc.d, l.out[0].data));
 }
 
-std::string supports_cudnn(const Problem& p) {
+// Whether this cuDNN runs the legacy softmax for a dtype at all (bf16 support of the legacy
+// API is not documented): one 1 x 2 softmax on the device, asked once per (direction, dtype),
+// so that a refusal shows as "unsupported" with cuDNN's reason instead of as an error.
+std::string probe(bool backward, DType t) {
+  static std::string answer[2][2];
+  static bool asked[2][2] = {};
+  const int d = t == DType::bf16 ? 1 : 0, b = backward ? 1 : 0;
+  if (asked[b][d]) return answer[b][d];
+  asked[b][d] = true;
+  try {
+    const Problem p{{1, 2}, t, ""};
+    void* buf = nullptr;
+    KLAB_CHECK_CUDA(cudaMalloc(&buf, 64));
+    KLAB_CHECK_CUDA(cudaMemset(buf, 0, 64));
+    cudnnHandle_t h = handle_for_current_device();
+    L04_CHECK_CUDNN(cudnnSetStream(h, nullptr));
+    Desc desc(p);
+    const float alpha = 1.f, beta = 0.f;
+    char* c = static_cast<char*>(buf);
+    cudnnStatus_t st =
+        backward ? cudnnSoftmaxBackward(h, CUDNN_SOFTMAX_ACCURATE, CUDNN_SOFTMAX_MODE_INSTANCE, &alpha,
+                                        desc.d, c, desc.d, c + 16, &beta, desc.d, c + 32)
+                 : cudnnSoftmaxForward(h, CUDNN_SOFTMAX_ACCURATE, CUDNN_SOFTMAX_MODE_INSTANCE, &alpha,
+                                       desc.d, c, &beta, desc.d, c + 32);
+    KLAB_CHECK_CUDA(cudaDeviceSynchronize());
+    KLAB_CHECK_CUDA(cudaFree(buf));
+    if (st != CUDNN_STATUS_SUCCESS)
+      answer[b][d] = std::string("this cuDNN's legacy softmax refuses ") + klab::dtype_name(t) + ": " +
+                     cudnnGetErrorString(st);
+  } catch (const std::exception& e) {
+    answer[b][d] = std::string("cuDNN probe failed: ") + e.what();
+  }
+  return answer[b][d];
+}
+
+std::string supports_cudnn(const Problem& p, bool backward) {
   if (p.variant == "causal") return "cuDNN's legacy softmax has no mask";
   // The legacy descriptors hold int sizes and strides: N * C must fit in 31 bits.
   if (p.shape.at(0) * p.shape.at(1) > std::numeric_limits<int>::max())
     return "more than 2^31 - 1 elements (legacy cuDNN descriptors are 32-bit)";
-  return "";
+  return probe(backward, p.dtype);
 }
 
 #else
 
-std::string supports_cudnn(const Problem&) {
+std::string supports_cudnn(const Problem&, bool) {
   return "built without cuDNN (CMake found no cudnn_ops.h / libcudnn; see lessons/04-softmax/CMakeLists.txt)";
 }
 void run_cudnn_fwd(const klab::Launch&) { KLAB_REQUIRE(false, "built without cuDNN"); }
@@ -107,7 +144,7 @@ KLAB_REGISTER(klab::register_impl({
     .name = "cudnn",
     .summary = "cuDNN cudnnSoftmaxForward (ACCURATE, INSTANCE over [rows, cols, 1, 1])",
     .kind = klab::ImplKind::vendor,
-    .supports = supports_cudnn,
+    .supports = [](const Problem& p) { return supports_cudnn(p, false); },
     .run = run_cudnn_fwd,
 }));
 
@@ -116,7 +153,7 @@ KLAB_REGISTER(klab::register_impl({
     .name = "cudnn",
     .summary = "cuDNN cudnnSoftmaxBackward (ACCURATE, INSTANCE over [rows, cols, 1, 1])",
     .kind = klab::ImplKind::vendor,
-    .supports = supports_cudnn,
+    .supports = [](const Problem& p) { return supports_cudnn(p, true); },
     .run = run_cudnn_bwd,
 }));
 
