@@ -478,6 +478,7 @@ void run_v5_v6(const klab::Launch& L) {
 
 template <class Cfg>
 void launch_warptile(const GemmArgs& g, const std::string& variant, int batch, cudaStream_t s) {
+  if (batch == 0) return;  // an empty batch: nothing to write, and a grid with z = 0 is illegal
   const dim3 grid = tile_grid(g, Cfg::BM, Cfg::BN, batch);
   const bool vec = matmul::operands_aligned(g, 4, 16), cv = c_vec_ok(g);
   matmul::dispatch_layout(variant, [&]<bool AK, bool BK>() {

@@ -420,6 +420,7 @@ void run_v9(const klab::Launch& L) {
 
 template <int STAGES, bool SWZ, bool GROUPED, bool AK, bool BK, bool ASYNC, class TC>
 void launch_mma_inst(const GemmArgs& g, int batch, cudaStream_t s) {
+  if (batch == 0) return;  // an empty batch: nothing to write, and a grid with z = 0 is illegal
   using Cfg = MmaConfig<STAGES, SWZ, GROUPED>;
   auto kernel = mma_kernel<Cfg, SWZ, GROUPED, STAGES, AK, BK, ASYNC, TC>;
   static bool attr_set = false;  // per instantiation; 64 KB needs the opt-in above 48 KB
