@@ -1,0 +1,324 @@
+// CPU tests of the framework: compare and tolerances, dtypes, shapes, RNG, statistics,
+// the registry, and the lesson references against hand-worked values.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <limits>
+
+#include "klab/cli.hpp"
+#include "klab/compare.hpp"
+#include "klab/error.hpp"
+#include "klab/harness.hpp"
+#include "klab/rng.hpp"
+
+using namespace klab;
+
+namespace {
+HostTensor tensor_of(DType t, const std::vector<double>& v) {
+  HostTensor h(t, {static_cast<std::int64_t>(v.size())});
+  for (std::size_t i = 0; i < v.size(); ++i) h.set(static_cast<std::int64_t>(i), v[i]);
+  return h;
+}
+}  // namespace
+
+// ---- compare -----------------------------------------------------------------------------
+
+TEST(Compare, ExactMatchPasses) {
+  const auto out = tensor_of(DType::f32, {1, 2, 3});
+  const auto r = compare(out, {1, 2, 3}, default_tolerance(DType::f32));
+  EXPECT_TRUE(r.ok);
+  EXPECT_EQ(r.bad, 0);
+  EXPECT_EQ(r.rel_l2, 0);
+}
+
+TEST(Compare, WrongValueFailsAndIsLocated) {
+  const auto out = tensor_of(DType::f32, {1, 2.5, 3});
+  const auto r = compare(out, {1, 2, 3}, default_tolerance(DType::f32));
+  EXPECT_FALSE(r.ok);
+  EXPECT_EQ(r.bad, 1);
+  EXPECT_EQ(r.first_bad, 1);
+  EXPECT_DOUBLE_EQ(r.first_bad_out, 2.5);
+  EXPECT_DOUBLE_EQ(r.max_abs, 0.5);
+  EXPECT_NEAR(r.rel_l2, 0.5 / std::sqrt(14.0), 1e-12);
+}
+
+TEST(Compare, NanFailsEvenWithHugeTolerance) {
+  const auto out = tensor_of(DType::f32, {1, std::numeric_limits<double>::quiet_NaN()});
+  const auto r = compare(out, {1, 2}, Tolerance{1e30, 1e30, 1e30});
+  EXPECT_FALSE(r.ok);
+  EXPECT_EQ(r.nonfinite, 1);
+}
+
+TEST(Compare, InfFails) {
+  const auto out = tensor_of(DType::f32, {std::numeric_limits<double>::infinity()});
+  EXPECT_FALSE(compare(out, {1e38}, Tolerance{1e30, 1, 1e30}).ok);
+}
+
+TEST(Compare, UnwrittenPoisonedElementFails) {
+  // What the harness does before every launch: 0xFF bytes everywhere.
+  for (DType t : {DType::f32, DType::f16, DType::bf16, DType::i32}) {
+    HostTensor out(t, {4});
+    poison(out);
+    out.set(0, 1);
+    out.set(1, 2);
+    out.set(3, 4);  // element 2 left unwritten
+    const auto r = compare(out, {1, 2, 3, 4}, default_tolerance(t));
+    EXPECT_FALSE(r.ok) << dtype_name(t);
+    EXPECT_EQ(r.first_bad, 2) << dtype_name(t);
+  }
+}
+
+TEST(Compare, ToleranceIsAbsolutePlusRelative) {
+  const Tolerance tol{1e-3, 1e-2, 1};
+  EXPECT_TRUE(compare(tensor_of(DType::f32, {100.9}), {100}, tol).ok);    // 0.9 <= 1e-3 + 1.0
+  EXPECT_FALSE(compare(tensor_of(DType::f32, {101.1}), {100}, tol).ok);   // 1.1 > 1.001
+  EXPECT_TRUE(compare(tensor_of(DType::f32, {0.0009}), {0}, tol).ok);
+  EXPECT_FALSE(compare(tensor_of(DType::f32, {0.0011}), {0}, tol).ok);
+}
+
+TEST(Compare, RelL2BoundApplies) {
+  // Every element inside atol, but the whole vector off by 1%: max_rel_l2 catches it.
+  const auto out = tensor_of(DType::f32, {1.01, 1.01, 1.01});
+  EXPECT_FALSE(compare(out, {1, 1, 1}, Tolerance{0.1, 0, 1e-3}).ok);
+  EXPECT_TRUE(compare(out, {1, 1, 1}, Tolerance{0.1, 0, 2e-2}).ok);
+}
+
+TEST(Compare, NanWhereReferenceIsNanPasses) {
+  const double nan = std::numeric_limits<double>::quiet_NaN();
+  EXPECT_TRUE(compare(tensor_of(DType::f32, {nan}), {nan}, default_tolerance(DType::f32)).ok);
+  EXPECT_FALSE(compare(tensor_of(DType::f32, {0}), {nan}, default_tolerance(DType::f32)).ok);
+}
+
+TEST(Compare, IntegersAreExact) {
+  EXPECT_TRUE(compare(tensor_of(DType::i32, {7, -3}), {7, -3}, default_tolerance(DType::i32)).ok);
+  EXPECT_FALSE(compare(tensor_of(DType::i32, {7, -2}), {7, -3}, default_tolerance(DType::i32)).ok);
+}
+
+TEST(Compare, SizeMismatchIsAnError) {
+  EXPECT_THROW(compare(tensor_of(DType::f32, {1}), {1, 2}, default_tolerance(DType::f32)), Error);
+}
+
+TEST(Tolerance, LoosensWithPrecision) {
+  EXPECT_LT(default_tolerance(DType::f32).rtol, default_tolerance(DType::f16).rtol);
+  EXPECT_LT(default_tolerance(DType::f16).rtol, default_tolerance(DType::bf16).rtol);
+  EXPECT_EQ(default_tolerance(DType::i32).rtol, 0);
+}
+
+// ---- dtypes --------------------------------------------------------------------------------
+
+TEST(DType, ParseAndName) {
+  EXPECT_EQ(parse_dtype("fp32"), DType::f32);
+  EXPECT_EQ(parse_dtype("bfloat16"), DType::bf16);
+  EXPECT_EQ(parse_dtype("f16"), DType::f16);
+  EXPECT_FALSE(parse_dtype("f128").has_value());
+  EXPECT_STREQ(dtype_name(DType::bf16), "bf16");
+  EXPECT_EQ(dtype_size(DType::f16), 2u);
+}
+
+TEST(DType, Bf16RoundsToNearestEven) {
+  EXPECT_EQ(float_to_bf16_bits(1.0f), 0x3F80);
+  // 1 + 2^-8 is halfway between 1 and 1 + 2^-7: ties go to the even mantissa (1.0).
+  EXPECT_EQ(bf16_bits_to_float(float_to_bf16_bits(1.0f + 0x1p-8f)), 1.0f);
+  // 1 + 3 * 2^-8 is halfway between 1 + 2^-7 and 1 + 2^-6: even is 1 + 2^-6.
+  EXPECT_EQ(bf16_bits_to_float(float_to_bf16_bits(1.0f + 3 * 0x1p-8f)), 1.0f + 0x1p-6f);
+  EXPECT_TRUE(std::isnan(bf16_bits_to_float(float_to_bf16_bits(std::nanf("")))));
+}
+
+TEST(DType, HalfConversions) {
+  EXPECT_EQ(float_to_half_bits(1.0f), 0x3C00);
+  EXPECT_EQ(float_to_half_bits(-2.0f), 0xC000);
+  EXPECT_EQ(float_to_half_bits(65504.0f), 0x7BFF);
+  EXPECT_EQ(float_to_half_bits(70000.0f), 0x7C00);            // overflow to +Inf
+  EXPECT_EQ(half_bits_to_float(0x0001), 0x1p-24f);            // smallest subnormal
+  EXPECT_EQ(float_to_half_bits(0x1p-24f), 0x0001);
+  EXPECT_EQ(half_bits_to_float(float_to_half_bits(0.1f)), 0.0999755859375f);
+  EXPECT_TRUE(std::isnan(half_bits_to_float(float_to_half_bits(std::nanf("")))));
+}
+
+TEST(DType, RoundTo) {
+  EXPECT_DOUBLE_EQ(round_to(DType::f32, 0.1), static_cast<double>(0.1f));
+  EXPECT_DOUBLE_EQ(round_to(DType::i32, 2.6), 3.0);
+}
+
+// ---- shapes --------------------------------------------------------------------------------
+
+TEST(Shape, Parses) {
+  EXPECT_EQ(parse_shape("4096x4096"), (Dims{4096, 4096}));
+  EXPECT_EQ(parse_shape("7,127"), (Dims{7, 127}));
+  EXPECT_EQ(parse_shape("2^28"), (Dims{std::int64_t{1} << 28}));
+  EXPECT_EQ(parse_shape("0"), (Dims{0}));
+  EXPECT_EQ(parse_shape("1x2^20"), (Dims{1, 1 << 20}));
+}
+
+TEST(Shape, RejectsMalformed) {
+  for (const char* bad : {"", "x", "4x", "x4", "12a", "-3", "4xx4", "3^2", "2^99", "1.5", "99999999999999999999"})
+    EXPECT_THROW(parse_shape(bad), UsageError) << bad;
+}
+
+// ---- RNG -----------------------------------------------------------------------------------
+
+TEST(Rng, DeterministicAndSeedDependent) {
+  HostTensor a(DType::f32, {1000}), b(DType::f32, {1000}), c(DType::f32, {1000});
+  fill_uniform(a, 42, -1, 1);
+  fill_uniform(b, 42, -1, 1);
+  fill_uniform(c, 43, -1, 1);
+  int same = 0, differs = 0;
+  for (int i = 0; i < 1000; ++i) {
+    same += a.get(i) == b.get(i);
+    differs += a.get(i) != c.get(i);
+    EXPECT_GE(a.get(i), -1);
+    EXPECT_LT(a.get(i), 1);
+  }
+  EXPECT_EQ(same, 1000);
+  EXPECT_GT(differs, 990);
+}
+
+TEST(Rng, IntRangeInclusive) {
+  HostTensor t(DType::i32, {5000});
+  fill_int(t, 7, -2, 2);
+  bool seen_lo = false, seen_hi = false;
+  for (int i = 0; i < 5000; ++i) {
+    EXPECT_GE(t.get(i), -2);
+    EXPECT_LE(t.get(i), 2);
+    seen_lo |= t.get(i) == -2;
+    seen_hi |= t.get(i) == 2;
+  }
+  EXPECT_TRUE(seen_lo && seen_hi);
+}
+
+TEST(Rng, ParallelForCoversEveryIndexOnce) {
+  const std::int64_t n = 1'000'003;
+  std::vector<int> hits(static_cast<std::size_t>(n));
+  parallel_for(n, [&](std::int64_t b, std::int64_t e) {
+    for (auto i = b; i < e; ++i) ++hits[static_cast<std::size_t>(i)];
+  });
+  for (auto h : hits) ASSERT_EQ(h, 1);
+}
+
+// ---- statistics and the stopping rule ----------------------------------------------------------
+
+TEST(Stats, MedianAndQuartiles) {
+  const auto s = stats_of({5, 1, 3, 2, 4});
+  EXPECT_EQ(s.min, 1);
+  EXPECT_EQ(s.max, 5);
+  EXPECT_EQ(s.median, 3);
+  EXPECT_EQ(s.p25, 2);
+  EXPECT_EQ(s.p75, 4);
+  EXPECT_EQ(stats_of({1, 2}).median, 1.5);
+}
+
+TEST(Stats, SpreadRule) {
+  EXPECT_TRUE(spread_ok({1.0, 1.001, 0.999, 1.0}, 0.01));
+  EXPECT_FALSE(spread_ok({1.0, 1.2, 0.8, 1.0}, 0.01));
+}
+
+// ---- registry and planning --------------------------------------------------------------------
+
+TEST(Registry, IsConsistent) {
+  const auto problems = registry().validate();
+  for (const auto& p : problems) ADD_FAILURE() << p;
+}
+
+TEST(Registry, FindsLessonsByNumberAndName) {
+  const Lesson* l = registry().find_lesson("01");
+  ASSERT_NE(l, nullptr);
+  EXPECT_EQ(registry().find_lesson("1"), l);
+  EXPECT_EQ(registry().find_lesson("vector-add"), l);
+  EXPECT_EQ(registry().find_lesson("01-vector-add"), l);
+  EXPECT_EQ(registry().find_lesson("99"), nullptr);
+}
+
+TEST(Registry, EveryLessonNamesItsExerciseOpAndReferenceImpl) {
+  // (The exercise impls themselves live in klab and klab-solutions, not in this binary;
+  // the gpu.exercise_* tests run them.)
+  for (const auto& l : registry().lessons()) {
+    ASSERT_FALSE(l.exercise_op.empty()) << l.id;
+    EXPECT_NE(registry().find_op(l.exercise_op), nullptr) << l.id;
+    EXPECT_NE(registry().find_impl(l.exercise_op, l.exercise_reference), nullptr) << l.id;
+  }
+}
+
+TEST(Registry, EveryOpHasEdgeCaseShapes) {
+  for (const auto& op : registry().ops()) {
+    EXPECT_FALSE(op.test_shapes.empty()) << op.name;
+    EXPECT_FALSE(op.bench_shapes.empty()) << op.name;
+    bool has_tiny = false;
+    for (const auto& s : op.test_shapes)
+      for (auto d : s) has_tiny |= d <= 1;
+    EXPECT_TRUE(has_tiny) << op.name << ": no shape with a 0 or 1 dimension";
+  }
+}
+
+TEST(Plan, SelectsAndRejects) {
+  Selection s;
+  s.lessons = {"01"};
+  s.ops = {"vector_add"};
+  const auto cases = plan(s, false);
+  EXPECT_FALSE(cases.empty());
+  for (const auto& c : cases) {
+    EXPECT_EQ(c.op->name, "vector_add");
+    for (const Impl* im : c.impls) EXPECT_NE(im->kind, ImplKind::exercise);
+  }
+  Selection bad = s;
+  bad.lessons = {"99"};
+  EXPECT_THROW(plan(bad, false), UsageError);
+  bad = s;
+  bad.impls = {"v9_magic"};
+  EXPECT_THROW(plan(bad, false), UsageError);
+  bad = s;
+  bad.shape = Dims{4, 4};
+  EXPECT_THROW(plan(bad, false), UsageError);
+  Selection big = s;
+  big.max_elems = 1000;
+  for (const auto& c : plan(big, false)) EXPECT_LE(c.problem.shape[0], 1000);
+}
+
+// ---- lesson 01 references against hand-worked values ---------------------------------------
+
+namespace {
+double ref1(const std::string& op_name, std::vector<double> xs, std::vector<double> ys = {},
+            std::vector<double> scalars = {}) {
+  const Op* op = registry().find_op(op_name);
+  EXPECT_NE(op, nullptr) << op_name;
+  Problem p{{static_cast<std::int64_t>(xs.size())}, DType::f32, ""};
+  Inputs in;
+  in.tensors.push_back(tensor_of(DType::f32, xs));
+  if (!ys.empty()) in.tensors.push_back(tensor_of(DType::f32, ys));
+  in.scalars = scalars;
+  return op->reference(p, in).at(0).at(0);
+}
+}  // namespace
+
+TEST(Lesson01Reference, HandWorkedValues) {
+  EXPECT_DOUBLE_EQ(ref1("vector_add", {1.5}, {2.25}), 3.75);
+  EXPECT_DOUBLE_EQ(ref1("sub", {1.5}, {2.25}), -0.75);
+  EXPECT_DOUBLE_EQ(ref1("mul", {1.5}, {-2}), -3);
+  EXPECT_DOUBLE_EQ(ref1("maximum", {-1}, {-2}), -1);
+  EXPECT_DOUBLE_EQ(ref1("relu", {-0.5}), 0);
+  EXPECT_DOUBLE_EQ(ref1("relu", {0.5}), 0.5);
+  EXPECT_DOUBLE_EQ(ref1("scale", {0.5}, {}, {3}), 1.5);
+  EXPECT_DOUBLE_EQ(ref1("sigmoid", {0}), 0.5);
+  EXPECT_NEAR(ref1("sigmoid", {2}), 0.8807970779778823, 1e-15);
+  // gelu(1) = 0.5 (1 + tanh(sqrt(2/pi) * 1.044715)) = 0.8411919906082768
+  EXPECT_NEAR(ref1("gelu", {1}), 0.8411919906082768, 1e-15);
+  EXPECT_NEAR(ref1("gelu", {-3}), -0.0036373920817729943, 1e-15);
+  EXPECT_DOUBLE_EQ(ref1("gelu", {0}), 0);
+}
+
+TEST(Lesson01Reference, JudgeCatchesAWrongKernel) {
+  const Op* op = registry().find_op("vector_add");
+  ASSERT_NE(op, nullptr);
+  Problem p{{1000}, DType::f32, ""};
+  const Inputs in = make_inputs(*op, p, 5);
+  const Reference ref = op->reference(p, in);
+  std::vector<HostTensor> out;
+  out.emplace_back(DType::f32, Dims{1000});
+  for (int i = 0; i < 1000; ++i) out[0].set(i, ref[0][static_cast<std::size_t>(i)]);
+  VerifyRecord rec;
+  judge(*op, p, in, ref, out, rec);
+  EXPECT_EQ(rec.status, Status::pass) << rec.message;
+  out[0].set(999, out[0].get(999) + 1e-3);  // the last element wrong: a missed tail
+  judge(*op, p, in, ref, out, rec);
+  EXPECT_EQ(rec.status, Status::fail);
+  EXPECT_NE(rec.message.find("[999]"), std::string::npos) << rec.message;
+}

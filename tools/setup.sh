@@ -1,0 +1,50 @@
+#!/usr/bin/env bash
+# Set-up that `make` runs before building; safe to run again (it only does what is missing).
+#   tools/setup.sh deps   C++ packages from the distribution (CLI11, nlohmann-json, fmt,
+#                         GoogleTest, ninja); installs them with apt-get when run as root
+#   tools/setup.sh venv   .venv with triton==3.6.0 from PyPI for the ahead-of-time compile;
+#                         when that fails the build goes on without the Triton impls
+set -uo pipefail
+cd "$(dirname "$0")/.."
+TRITON_VERSION=3.6.0
+
+deps() {
+  local missing=()
+  [ -f /usr/include/CLI/CLI.hpp ] || missing+=(libcli11-dev)
+  [ -f /usr/include/nlohmann/json.hpp ] || missing+=(nlohmann-json3-dev)
+  [ -f /usr/include/fmt/core.h ] || missing+=(libfmt-dev)
+  [ -f /usr/include/gtest/gtest.h ] || missing+=(libgtest-dev)
+  command -v ninja >/dev/null || missing+=(ninja-build)
+  command -v cmake >/dev/null || missing+=(cmake)
+  [ ${#missing[@]} -eq 0 ] && return 0
+  if [ "$(id -u)" -eq 0 ] && command -v apt-get >/dev/null; then
+    echo "setup: installing ${missing[*]}"
+    export DEBIAN_FRONTEND=noninteractive
+    apt-get update -qq && apt-get install -y -qq "${missing[@]}" >/dev/null || { echo "setup: apt-get install failed"; exit 1; }
+  else
+    echo "setup: missing packages: ${missing[*]} (install them with your package manager, e.g. sudo apt-get install ${missing[*]})"
+    exit 1
+  fi
+  if ! command -v nvcc >/dev/null && [ ! -x /usr/local/cuda/bin/nvcc ]; then
+    echo "setup: the CUDA toolkit (nvcc) is required to build; install CUDA 12.4 or newer"
+    exit 1
+  fi
+}
+
+venv() {
+  if [ -x .venv/bin/python ] && .venv/bin/python -c "import triton,sys; sys.exit(triton.__version__ != '$TRITON_VERSION')" 2>/dev/null; then
+    return 0
+  fi
+  echo "setup: creating .venv with triton==$TRITON_VERSION (for the Triton track; about 200 MB)"
+  if python3 -m venv .venv && .venv/bin/pip install -q --disable-pip-version-check "triton==$TRITON_VERSION"; then
+    return 0
+  fi
+  echo "setup: warning: could not install triton==$TRITON_VERSION; building without the Triton impls (klab doctor says why)"
+  return 0
+}
+
+case "${1:-}" in
+  deps) deps ;;
+  venv) venv ;;
+  *) deps; venv ;;
+esac
