@@ -269,7 +269,7 @@ int cmd_check(Common& o, const std::string& lesson_key) {
   bsel.exercises = true;
   bsel.impls = {"exercise", l->exercise_reference};
   auto bcases = plan(bsel, true);
-  bcases.resize(1);
+  bcases.resize(std::min<std::size_t>(bcases.size(), 1));
   ro.time_cap_s = 0.5;
   (void)peaks();
   const auto b = bench(bcases, ro);
@@ -294,8 +294,12 @@ int cmd_check(Common& o, const std::string& lesson_key) {
   rec.speed_ratio = ratio;
   rec.seed = ro.run_seed;
   rec.device = device_info().name;
-  record_exercise_pass(rec);
-  std::printf("progress recorded in %s (see `klab progress`)\n", progress_path().c_str());
+  try {
+    record_exercise_pass(rec);
+    std::printf("progress recorded in %s (see `klab progress`)\n", progress_path().c_str());
+  } catch (const Error& e) {
+    std::printf("passed, but not recorded: %s\n", e.what());
+  }
   return kExitOk;
 }
 

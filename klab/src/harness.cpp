@@ -74,7 +74,9 @@ std::vector<Case> plan(const Selection& sel, bool bench_shapes) {
     std::vector<const Impl*> impls;
     for (const Impl* im : reg.impls_of(op->name)) {
       const bool is_ex = im->kind == ImplKind::exercise;
-      if (is_ex && !sel.exercises && !sel.only_exercises) continue;
+      const bool named = std::find(sel.impls.begin(), sel.impls.end(), im->name) != sel.impls.end();
+      // Exercises run under `klab check`, or when named: `klab test 01 --impl exercise`.
+      if (is_ex && !sel.exercises && !sel.only_exercises && !named) continue;
       if (!is_ex && sel.only_exercises) continue;
       if (!sel.impls.empty() && std::find(sel.impls.begin(), sel.impls.end(), im->name) == sel.impls.end()) continue;
       impls.push_back(im);
@@ -259,6 +261,22 @@ struct DeviceCase {
   std::vector<DeviceTensor> out;
   std::vector<HostTensor> host_out;
   DeviceBuffer workspace;
+  std::vector<void*> pinned;   // host_out buffers page-locked for fast read-back
+  DeviceCase() = default;
+  DeviceCase(const DeviceCase&) = delete;
+  DeviceCase& operator=(const DeviceCase&) = delete;
+  ~DeviceCase() {
+    for (void* p : pinned) cudaHostUnregister(p);
+  }
+  // Outputs read back once per impl: above 256 MB, page-locking them once makes each
+  // read-back run at the link's speed instead of through a pageable bounce buffer.
+  void pin_host_outputs() {
+    if (!pinned.empty()) return;
+    for (auto& t : host_out)
+      if (t.bytes() >= (std::size_t{256} << 20) && cudaHostRegister(t.data(), t.bytes(), cudaHostRegisterDefault) == cudaSuccess)
+        pinned.push_back(t.data());
+    cudaGetLastError();  // pinning is an optimisation: a refusal is not an error
+  }
 };
 
 std::vector<TensorView> views(const std::vector<DeviceTensor>& ts) {
@@ -376,6 +394,7 @@ std::vector<VerifyRecord> verify(const std::vector<Case>& cases, const RunOption
               for (const auto& t : in->tensors) dc.in.push_back(to_device(t));
             if (dc.out.empty())
               for (const auto& s : out_specs) dc.out.emplace_back(s.dtype, s.shape);
+            dc.pin_host_outputs();
             ensure_workspace(dc, *im, p);
             for (const auto& t : dc.out) poison(t);
             launch_gpu(*im, p, *in, dc, stream->s);

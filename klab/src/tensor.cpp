@@ -6,6 +6,7 @@
 #include <utility>
 
 #include "klab/error.hpp"
+#include "klab/rng.hpp"
 
 namespace klab {
 
@@ -42,6 +43,10 @@ static TensorView make_view(void* data, DType t, Dims shape) {
 HostTensor::HostTensor(DType t, Dims shape) {
   for (auto d : shape) KLAB_REQUIRE(d >= 0, "tensor dimension < 0");
   bytes_.resize(static_cast<std::size_t>(numel_of(shape)) * dtype_size(t));
+  std::byte* base = bytes_.data();
+  parallel_for(static_cast<std::int64_t>(bytes_.size()), [base](std::int64_t b, std::int64_t e) {
+    std::memset(base + b, 0, static_cast<std::size_t>(e - b));
+  });
   view_ = make_view(bytes_.data(), t, std::move(shape));
 }
 

@@ -8,6 +8,8 @@
 #include <cstddef>
 #include <cstdint>
 #include <string>
+#include <memory>
+#include <utility>
 #include <vector>
 
 #include "klab/dtype.hpp"
@@ -33,7 +35,20 @@ struct TensorView {
   T* as() const { return static_cast<T*>(data); }
 };
 
-// Owns host memory (plain, or pinned when asked, for fast copies of large tensors).
+// An allocator that leaves new elements uninitialised, so that HostTensor can zero a
+// tensor of several GB on all cores instead of in one std::vector constructor.
+template <class T>
+struct DefaultInitAllocator : std::allocator<T> {
+  template <class U>
+  struct rebind { using other = DefaultInitAllocator<U>; };
+  using std::allocator<T>::allocator;
+  template <class U>
+  void construct(U* p) noexcept { ::new (static_cast<void*>(p)) U; }
+  template <class U, class... Args>
+  void construct(U* p, Args&&... args) { ::new (static_cast<void*>(p)) U(std::forward<Args>(args)...); }
+};
+
+// Owns host memory, zeroed on creation.
 class HostTensor {
  public:
   HostTensor() = default;
@@ -52,7 +67,7 @@ class HostTensor {
   void set(std::int64_t i, double v) { store_from_double(bytes_.data(), view_.dtype, i, v); }
 
  private:
-  std::vector<std::byte> bytes_;
+  std::vector<std::byte, DefaultInitAllocator<std::byte>> bytes_;
   TensorView view_;
 };
 
