@@ -50,24 +50,24 @@ fi
 
 K=./build/klab
 if has doctor; then run_phase doctor "$OUT/doctor.txt" $K doctor; fi
-if has test; then
-  # One lesson at a time, each under its own time limit, appended to one log.
-  ids=("${lessons[@]}"); [ ${#ids[@]} -eq 0 ] && ids=($($K list | grep -Eo '^[0-9]{2}'))
+# Runs `klab VERB <id>` once per lesson, each under its own time limit; one log, one JSON.
+per_lesson() {  # verb, key in the JSON (verify|bench), timeout, extra args...
+  local verb=$1 key=$2 limit=$3; shift 3
+  local ids=("${lessons[@]}"); [ ${#ids[@]} -eq 0 ] && ids=($($K list | grep -Eo '^[0-9]{2}'))
   for id in "${ids[@]}"; do
-    T=${TEST_TIMEOUT:-$PHASE_TIMEOUT} run_phase "test $id" "$OUT/test-$id.part" $K test "$id" --json "$OUT/test-$id.json" ${KLAB_TEST_ARGS:-}
-    { echo "==== klab test $id"; cat "$OUT/test-$id.part"; } >> "$OUT/test.txt"; rm -f "$OUT/test-$id.part"
+    T=$limit run_phase "$verb $id" "$OUT/$verb-$id.part" $K $verb "$id" --json "$OUT/$verb-$id.json" "$@"
+    { echo "==== klab $verb $id"; cat "$OUT/$verb-$id.part"; } >> "$OUT/$verb.txt"; rm -f "$OUT/$verb-$id.part"
   done
-  python3 - "$OUT" <<'PY' 2>/dev/null || true
+  python3 - "$OUT" "$verb" "$key" <<'PY' || true
 import json, sys, glob, os
-out = sys.argv[1]; merged = {"verify": []}
-for f in sorted(glob.glob(os.path.join(out, "test-*.json"))):
-    j = json.load(open(f)); merged.setdefault("device", j.get("device")); merged["verify"] += j["verify"]; os.remove(f)
-json.dump(merged, open(os.path.join(out, "test.json"), "w"))
+out, verb, key = sys.argv[1:4]; merged = {key: []}
+for f in sorted(glob.glob(os.path.join(out, verb + "-*.json"))):
+    j = json.load(open(f)); merged.setdefault("device", j.get("device")); merged[key] += j[key]; os.remove(f)
+json.dump(merged, open(os.path.join(out, verb + ".json"), "w"), indent=1)
 PY
-fi
-if has bench; then
-  run_phase bench "$OUT/bench.txt" $K bench "${lessons[@]}" --json "$OUT/bench.json" ${KLAB_BENCH_ARGS:-}
-fi
+}
+if has test; then per_lesson test verify "${TEST_TIMEOUT:-$PHASE_TIMEOUT}" ${KLAB_TEST_ARGS:-}; fi
+if has bench; then per_lesson bench bench "${BENCH_TIMEOUT:-$PHASE_TIMEOUT}" ${KLAB_BENCH_ARGS:-}; fi
 if has exercises; then
   run_phase exercises "$OUT/exercises.txt" ctest --test-dir build -R 'gpu.exercise' --output-on-failure
 fi
