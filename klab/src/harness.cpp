@@ -187,8 +187,8 @@ Ref make_reference(const Op& op, const Problem& p, const Inputs& in, std::uint64
 }
 
 void judge_ref(const Op& op, const Problem& p, const Inputs& in, const Ref& ref,
-               const std::vector<HostTensor>& out, VerifyRecord& rec) {
-  if (!ref.sampled) return judge(op, p, in, ref.full, out, rec);
+               const std::vector<HostTensor>& out, VerifyRecord& rec, const Impl* impl) {
+  if (!ref.sampled) return judge(op, p, in, ref.full, out, rec, impl);
   // Gather the sampled elements into small tensors and compare those.
   const auto specs = op.outputs(p);
   rec.outputs.clear();
@@ -198,7 +198,7 @@ void judge_ref(const Op& op, const Problem& p, const Inputs& in, const Ref& ref,
     const auto& s = ref.sample.at(k);
     HostTensor got(out[k].dtype(), {static_cast<std::int64_t>(s.index.size())});
     for (std::size_t i = 0; i < s.index.size(); ++i) got.set(static_cast<std::int64_t>(i), out[k].get(s.index[i]));
-    const Tolerance tol = op.tolerance ? op.tolerance(p, static_cast<int>(k)) : default_tolerance(out[k].dtype());
+    const Tolerance tol = tolerance_for(op, impl, p, static_cast<int>(k), out[k].dtype());
     auto c = compare(got, s.value, tol);
     if (c.first_bad >= 0) c.first_bad = s.index[static_cast<std::size_t>(c.first_bad)];
     rec.rel_l2 = std::max(rec.rel_l2, c.rel_l2);
@@ -213,8 +213,14 @@ void judge_ref(const Op& op, const Problem& p, const Inputs& in, const Ref& ref,
 
 }  // namespace
 
+Tolerance tolerance_for(const Op& op, const Impl* impl, const Problem& p, int k, DType out_dtype) {
+  if (impl && impl->tolerance) return impl->tolerance(p, k);
+  if (op.tolerance) return op.tolerance(p, k);
+  return default_tolerance(out_dtype);
+}
+
 void judge(const Op& op, const Problem& p, const Inputs& in, const Reference& ref,
-           const std::vector<HostTensor>& out, VerifyRecord& rec) {
+           const std::vector<HostTensor>& out, VerifyRecord& rec, const Impl* impl) {
   const auto specs = op.outputs(p);
   rec.outputs.clear();
   rec.status = Status::pass;
@@ -222,7 +228,7 @@ void judge(const Op& op, const Problem& p, const Inputs& in, const Reference& re
   rec.rel_l2 = rec.max_abs = 0;
   KLAB_REQUIRE(ref.size() == out.size(), "reference has a different number of outputs");
   for (std::size_t k = 0; k < out.size(); ++k) {
-    const Tolerance tol = op.tolerance ? op.tolerance(p, static_cast<int>(k)) : default_tolerance(out[k].dtype());
+    const Tolerance tol = tolerance_for(op, impl, p, static_cast<int>(k), out[k].dtype());
     auto c = compare(out[k], ref[k], tol);
     rec.rel_l2 = std::max(rec.rel_l2, c.rel_l2);
     rec.max_abs = std::max(rec.max_abs, c.max_abs);
@@ -403,7 +409,7 @@ std::vector<VerifyRecord> verify(const std::vector<Case>& cases, const RunOption
           } else {
             run_cpu(*im, p, *in, dc.host_out);
           }
-          judge_ref(op, p, *in, *ref, dc.host_out, rec);
+          judge_ref(op, p, *in, *ref, dc.host_out, rec, im);
         } catch (const NoGpuError&) {
           throw;
         } catch (const Error& e) {
@@ -616,7 +622,7 @@ std::vector<BenchRecord> bench(const std::vector<Case>& cases, const RunOptions&
         // The output of the last timed launch is checked again: timing may not run a
         // different path from verification.
         VerifyRecord v;
-        judge_ref(op, p, *in, *ref, dc.host_out, v);
+        judge_ref(op, p, *in, *ref, dc.host_out, v, im);
         if (v.status != Status::pass) {
           rec.status = Status::fail;
           rec.message = "last timed output wrong: " + v.message;

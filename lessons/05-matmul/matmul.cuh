@@ -17,6 +17,8 @@
 // slice (the output for a plain launch, an fp32 partial for split-K).
 #pragma once
 
+#include <cmath>
+
 #include <cuda_bf16.h>
 #include <cuda_runtime.h>
 
@@ -154,5 +156,12 @@ void launch_mma_bf16(const GemmArgs& g, const std::string& variant, bool out_f32
 // CUDA graph cannot time anything: they return `fallback` and cache nothing.
 int autotune(const std::string& key, int candidates, int fallback,
              const std::function<void(int)>& launch, cudaStream_t stream);
+
+// The TF32 baseline's tolerance (an impl-level override; matmul_ops.cu's header comment
+// gives the reasoning): absolute term 2^-7 * sqrt(K)/3, relative 2^-9, rel-L2 2^-8.
+inline klab::Tolerance tf32_gemm_tolerance(std::int64_t K) {
+  const double sigma_k = std::sqrt(static_cast<double>(K)) / 3.0;
+  return {std::ldexp(sigma_k, -7), std::ldexp(1.0, -9), std::ldexp(1.0, -8)};
+}
 
 }  // namespace matmul

@@ -125,7 +125,10 @@ bool register_all() {
                          .supports = [](const klab::Problem& p) -> std::string {
                            return p.dtype == klab::DType::f32 ? "" : "f32 only (TF32 is a mode of the f32 problem)";
                          },
-                         .run = run_gemm<Mode::tf32>});
+                         .run = run_gemm<Mode::tf32>,
+                         .tolerance = [](const klab::Problem& p, int) {
+                           return matmul::tf32_gemm_tolerance(matmul::shape_of(p).K);
+                         }});
   }
   klab::register_impl({.op = "gemv", .name = "cublas", .summary = "cublasSgemv (f32), cublasGemmEx N = 1 (bf16)",
                        .kind = klab::ImplKind::vendor, .supports = any_float, .run = run_gemv});

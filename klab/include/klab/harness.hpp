@@ -98,7 +98,10 @@ double default_bytes(const Op& op, const Problem& p);
 // Compare a set of host outputs against a reference with the op's tolerances and
 // property checks; fills rec.status/message/outputs.
 void judge(const Op& op, const Problem& p, const Inputs& in, const Reference& ref,
-           const std::vector<HostTensor>& out, VerifyRecord& rec);
+           const std::vector<HostTensor>& out, VerifyRecord& rec, const Impl* impl = nullptr);
+// The tolerance output k of problem p is judged with: the impl's override, else the op's,
+// else the dtype's default.
+Tolerance tolerance_for(const Op& op, const Impl* impl, const Problem& p, int k, DType out_dtype);
 
 // Summary statistics of timing samples (exposed for tests).
 struct Stats {

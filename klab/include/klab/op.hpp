@@ -117,6 +117,10 @@ struct Impl {
   std::function<std::string(const Problem&)> supports;
   std::function<std::size_t(const Problem&)> workspace;  // optional scratch bytes
   std::function<void(const Launch&)> run;
+  // Optional: replaces the op's tolerance for this impl only, for an impl that computes the
+  // same problem in a lower precision mode (cuBLAS TF32 on an f32 matmul). Keeps the op's
+  // own tolerance as tight as its exact impls allow.
+  std::function<Tolerance(const Problem&, int output)> tolerance;
 };
 
 struct Lesson {
