@@ -26,8 +26,7 @@ done
 [ ${#phases[@]} -eq 0 ] && phases=(build doctor test bench exercises)
 has() { local p; for p in "${phases[@]}"; do [ "$p" = "$1" ] && return 0; done; return 1; }
 
-summary="$OUT/summary.txt"
-: > "$summary"
+summary="$OUT/summary.txt"   # appended to: several calls of this script may share one $OUT
 note() { echo "$*" | tee -a "$summary"; }
 run_phase() {  # name, log file, command...
   local name=$1 log=$2; shift 2
@@ -60,10 +59,12 @@ per_lesson() {  # verb, key in the JSON (verify|bench), timeout, extra args...
   done
   python3 - "$OUT" "$verb" "$key" <<'PY' || true
 import json, sys, glob, os
-out, verb, key = sys.argv[1:4]; merged = {key: []}
+out, verb, key = sys.argv[1:4]
+path = os.path.join(out, verb + ".json")
+merged = json.load(open(path)) if os.path.exists(path) else {key: []}
 for f in sorted(glob.glob(os.path.join(out, verb + "-*.json"))):
     j = json.load(open(f)); merged.setdefault("device", j.get("device")); merged[key] += j[key]; os.remove(f)
-json.dump(merged, open(os.path.join(out, verb + ".json"), "w"), indent=1)
+json.dump(merged, open(path, "w"), indent=1)
 PY
 }
 if has test; then per_lesson test verify "${TEST_TIMEOUT:-$PHASE_TIMEOUT}" ${KLAB_TEST_ARGS:-}; fi

@@ -111,6 +111,16 @@ void print_device_line() {
                 static_cast<double>(d.l2_bytes) / 1e6);
 }
 
+// Cases grouped by op, in order.
+std::vector<std::vector<Case>> by_op(const std::vector<Case>& cases) {
+  std::vector<std::vector<Case>> out;
+  for (const auto& c : cases) {
+    if (out.empty() || out.back().front().op != c.op) out.emplace_back();
+    out.back().push_back(c);
+  }
+  return out;
+}
+
 bool any_failed(const std::vector<VerifyRecord>& v) {
   for (const auto& r : v)
     if (r.status == Status::fail || r.status == Status::error) return true;
@@ -197,8 +207,13 @@ int cmd_test(Common& o, Selection sel) {
   print_device_line();
   std::printf("run seed: %llu (replay: --seed %llu)\n", static_cast<unsigned long long>(ro.run_seed),
               static_cast<unsigned long long>(ro.run_seed));
-  const auto recs = verify(cases, ro);
-  print_verify(stdout, recs, o.verbose);
+  // One op at a time, printed as it completes: a long run shows its results as it goes.
+  std::vector<VerifyRecord> recs;
+  for (const auto& chunk : by_op(cases)) {
+    auto part = verify(chunk, ro);
+    print_verify(stdout, part, o.verbose);
+    recs.insert(recs.end(), part.begin(), part.end());
+  }
   write_outputs(o, ro, &recs, nullptr);
   if (any_failed(recs)) return kExitFail;
   if (none_ran(recs)) {
@@ -214,8 +229,12 @@ int cmd_bench(Common& o, Selection sel) {
   const RunOptions ro = make_options(o);
   print_device_line();
   (void)peaks();
-  const auto recs = bench(cases, ro);
-  print_bench(stdout, recs);
+  std::vector<BenchRecord> recs;
+  for (const auto& chunk : by_op(cases)) {
+    auto part = bench(chunk, ro);
+    print_bench(stdout, part);
+    recs.insert(recs.end(), part.begin(), part.end());
+  }
   write_outputs(o, ro, nullptr, &recs);
   return any_failed(recs) ? kExitFail : kExitOk;
 }
@@ -227,12 +246,20 @@ int cmd_run(Common& o, Selection sel) {
   const RunOptions ro = make_options(o);
   print_device_line();
   std::printf("run seed: %llu\n\n== verify ==\n", static_cast<unsigned long long>(ro.run_seed));
-  const auto v = verify(vcases, ro);
-  print_verify(stdout, v, o.verbose);
+  std::vector<VerifyRecord> v;
+  for (const auto& chunk : by_op(vcases)) {
+    auto part = verify(chunk, ro);
+    print_verify(stdout, part, o.verbose);
+    v.insert(v.end(), part.begin(), part.end());
+  }
   (void)peaks();
   std::printf("\n== bench ==\n");
-  const auto b = bench(bcases, ro);
-  print_bench(stdout, b);
+  std::vector<BenchRecord> b;
+  for (const auto& chunk : by_op(bcases)) {
+    auto part = bench(chunk, ro);
+    print_bench(stdout, part);
+    b.insert(b.end(), part.begin(), part.end());
+  }
   write_outputs(o, ro, &v, &b);
   return any_failed(v) || any_failed(b) ? kExitFail : kExitOk;
 }

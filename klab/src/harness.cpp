@@ -359,10 +359,14 @@ std::vector<VerifyRecord> verify(const std::vector<Case>& cases, const RunOption
   ProgressLine progress(total, opt.progress);
   std::size_t done = 0;
   std::optional<StreamGuard> stream;
+  const auto t_start = std::chrono::steady_clock::now();
 
   for (const auto& c : cases) {
     const Op& op = *c.op;
     const Problem& p = c.problem;
+    if (opt.verbose && opt.log)
+      opt.log(fmt::format("[{:7.1f} s] {} {}", std::chrono::duration<double>(std::chrono::steady_clock::now() - t_start).count(),
+                          op.name, p.label()));
     // Seeds: fixed ones (replayable by anyone) plus this run's random seed. Problems over
     // large_numel get only the run seed: their inputs alone take gigabytes.
     std::vector<std::uint64_t> seeds;

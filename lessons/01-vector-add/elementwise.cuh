@@ -20,10 +20,11 @@ namespace lesson01 {
 // hits).
 inline const std::vector<klab::Dims> kTestShapes = {
     {0}, {1}, {3}, {7}, {127}, {1023}, {4097}, {65537}, {1000003}, {(std::int64_t{1} << 31) + 7}};
-// The CPU impl is a timing baseline (the fp64 reference checks the math); above this size
-// it reports itself unsupported instead of spending seconds per check.
+// The CPU impl is a timing baseline for f32 (the fp64 reference checks the math); above
+// this size it reports itself unsupported instead of spending seconds per check.
 inline constexpr std::int64_t kCpuMaxElems = std::int64_t{1} << 28;
 inline std::string cpu_supports(const klab::Problem& p) {
+  if (p.dtype != klab::DType::f32) return "the CPU baseline is f32 (the host has no 16-bit arithmetic)";
   return p.shape[0] > kCpuMaxElems ? std::string("CPU baseline: up to 2^28 elements") : std::string();
 }
 
