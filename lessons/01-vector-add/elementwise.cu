@@ -109,25 +109,17 @@ void launch_map(const klab::Launch& l) {
   });
 }
 
-// The CPU impl: one host thread, float arithmetic like the kernels (not the fp64 reference).
+// The CPU impl: one host thread, float arithmetic like the kernels (not the fp64
+// reference); f32 only (cpu_supports).
 template <class HostF>
 std::function<void(const klab::Launch&)> cpu_map(int arity, HostF f) {
   return [arity, f](const klab::Launch& l) {
     const std::int64_t n = l.problem.shape[0];
-    const klab::DType t = l.problem.dtype;
     const float a = l.scalars.empty() ? 0.0f : static_cast<float>(l.scalars[0]);
-    if (t == klab::DType::f32) {
-      const float* x = l.in[0].as<const float>();
-      const float* y = arity == 2 ? l.in[1].as<const float>() : nullptr;
-      float* z = l.out[0].as<float>();
-      for (std::int64_t i = 0; i < n; ++i) z[i] = f(x[i], y ? y[i] : 0.0f, a);
-      return;
-    }
-    for (std::int64_t i = 0; i < n; ++i) {
-      const float x = static_cast<float>(klab::load_as_double(l.in[0].data, t, i));
-      const float y = arity == 2 ? static_cast<float>(klab::load_as_double(l.in[1].data, t, i)) : 0.0f;
-      klab::store_from_double(l.out[0].data, t, i, f(x, y, a));
-    }
+    const float* x = l.in[0].as<const float>();
+    const float* y = arity == 2 ? l.in[1].as<const float>() : nullptr;
+    float* z = l.out[0].as<float>();
+    for (std::int64_t i = 0; i < n; ++i) z[i] = f(x[i], y ? y[i] : 0.0f, a);
   };
 }
 

@@ -124,18 +124,8 @@ void launch_v3(const klab::Launch& l) {
       l.in[0].as<const T>(), l.in[1].as<const T>(), l.out[0].as<T>(), n);
 }
 
-void run_cpu(const klab::Launch& l) {
-  const std::int64_t n = l.problem.shape[0];
-  if (l.problem.dtype == klab::DType::f32) {
-    add_cpu(l.in[0].as<const float>(), l.in[1].as<const float>(), l.out[0].as<float>(), n);
-    return;
-  }
-  // f16/bf16: the host has no 16-bit arithmetic; widen, add in float, round back.
-  const klab::DType t = l.problem.dtype;
-  for (std::int64_t i = 0; i < n; ++i)
-    klab::store_from_double(l.out[0].data, t, i,
-                            static_cast<float>(klab::load_as_double(l.in[0].data, t, i)) +
-                                static_cast<float>(klab::load_as_double(l.in[1].data, t, i)));
+void run_cpu(const klab::Launch& l) {  // f32 only (cpu_supports)
+  add_cpu(l.in[0].as<const float>(), l.in[1].as<const float>(), l.out[0].as<float>(), l.problem.shape[0]);
 }
 
 void run_triton(const klab::Launch& l) {
