@@ -10,6 +10,7 @@ at the bottom); lessons/01-vector-add/vector_add.cu registers the launchers as t
 """
 import triton
 import triton.language as tl
+from triton.language.extra import libdevice
 
 
 @triton.jit
@@ -28,9 +29,12 @@ def gelu_kernel(x_ptr, y_ptr, n, BLOCK: tl.constexpr):
     offs = pid * BLOCK + tl.arange(0, BLOCK)
     mask = offs < n
     x = tl.load(x_ptr + offs, mask=mask).to(tl.float32)
-    # gelu(x) = 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))), and 1 + tanh(u) = 2 sigmoid(2u)
+    # gelu(x) = 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))), with CUDA's tanhf from
+    # libdevice. (Written as x / (1 + exp(-2u)) it ran at 57% of the copy bandwidth at 2^28
+    # f32 on the H100, 2026-11-22: Triton's `/` is an IEEE division, far costlier than
+    # tanhf's polynomial.)
     u = 0.7978845608028654 * (x + 0.044715 * x * x * x)
-    y = x / (1.0 + tl.exp(-2.0 * u))
+    y = 0.5 * x * (1.0 + libdevice.tanh(u))
     tl.store(y_ptr + offs, y.to(y_ptr.dtype.element_ty), mask=mask)
 
 
