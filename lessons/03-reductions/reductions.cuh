@@ -67,7 +67,7 @@ inline int grid_for(std::int64_t work_items, int per_block, int cap) {
 // running partial; the partials of random-sign terms grow like sqrt(k) * sigma, so the
 // accumulated error of ANY summation order stays below about eps * n * sigma (a single
 // thread adding all n terms in a row is the worst order; trees do much better). atol =
-// 4 eps n sigma + a floor for tiny n. For n = 2^24 that is 3.9e0 against a sum of size
+// 4 eps n sigma + a floor for tiny n. For n = 2^24 that is 2.3 (4/sqrt(3)) against a sum of size
 // ~2.4e3 (a tree's real error is ~1e-4): float sums cannot tell one missing element of a
 // long array from rounding, which is why every kernel is also tested on int32 (exact,
 // same code, same indexing).

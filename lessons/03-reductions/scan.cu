@@ -7,7 +7,7 @@
 //   v1_scan_then_propagate  each block scans 1024 elements (thread-serial over 4, then
 //                           warp shuffles) and writes its total; the totals are scanned
 //                           the same way (recursively); a third kernel adds each block's
-//                           prefix. Reads x once, the output twice: ~3 passes over memory
+//                           prefix. Reads x twice and writes y twice: 2x the minimum traffic
 //   v2_decoupled_lookback   one pass (read x once, write y once), as CUB does: tiles take
 //                           an id from an atomic counter (so a tile's predecessors are
 //                           already running: no deadlock), publish their total at once,
@@ -376,7 +376,7 @@ klab::Op make_scan_op() {
 
 KLAB_REGISTER(klab::register_op(make_scan_op()));
 KLAB_REGISTER(klab::register_impl({.op = "scan", .name = "v1_scan_then_propagate",
-                                   .summary = "block scans + recursive scan of block totals + add: ~3 passes",
+                                   .summary = "block scans + recursive scan of block totals + add: 2x the minimum traffic",
                                    .kind = klab::ImplKind::cuda, .workspace = v1_workspace, .run = run_scan_v1}));
 KLAB_REGISTER(klab::register_impl({.op = "scan", .name = "v2_decoupled_lookback",
                                    .summary = "one pass: tile ids from a counter, published totals, warp look-back",
