@@ -7,7 +7,7 @@
 //   v1_scan_then_propagate  each block scans 1024 elements (thread-serial over 4, then
 //                           warp shuffles) and writes its total; the totals are scanned
 //                           the same way (recursively); a third kernel adds each block's
-//                           prefix. Reads x twice and writes y twice: 2x the minimum traffic
+//                           prefix. Reads x and y once each, writes y twice: 2x the minimum traffic
 //   v2_decoupled_lookback   one pass (read x once, write y once), as CUB does: tiles take
 //                           an id from an atomic counter (so a tile's predecessors are
 //                           already running: no deadlock), publish their total at once,
