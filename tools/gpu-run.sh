@@ -42,7 +42,6 @@ if has build; then
   [ -d .deps/usr ] && prefix="-DCMAKE_PREFIX_PATH=$PWD/.deps/usr"
   py=python3
   [ -x /opt/torch/.venv/bin/python3 ] && py=/opt/torch/.venv/bin/python3
-  cuda_inc=""
   run_phase build "$OUT/build.log" bash -c "cmake -S . -B build -G Ninja -DCMAKE_BUILD_TYPE=Release -DKLAB_PYTHON=$py $prefix && cmake --build build -j $JOBS" \
     || { tail -40 "$OUT/build.log"; exit 1; }
 fi

@@ -121,6 +121,27 @@ std::vector<std::vector<Case>> by_op(const std::vector<Case>& cases) {
   return out;
 }
 
+// One op at a time, each printed as it completes: a long run shows its results as it goes.
+std::vector<VerifyRecord> verify_by_op(const std::vector<Case>& cases, const RunOptions& ro, bool all_rows) {
+  std::vector<VerifyRecord> recs;
+  for (const auto& chunk : by_op(cases)) {
+    auto part = verify(chunk, ro);
+    print_verify(stdout, part, all_rows);
+    recs.insert(recs.end(), part.begin(), part.end());
+  }
+  return recs;
+}
+
+std::vector<BenchRecord> bench_by_op(const std::vector<Case>& cases, const RunOptions& ro) {
+  std::vector<BenchRecord> recs;
+  for (const auto& chunk : by_op(cases)) {
+    auto part = bench(chunk, ro);
+    print_bench(stdout, part);
+    recs.insert(recs.end(), part.begin(), part.end());
+  }
+  return recs;
+}
+
 bool any_failed(const std::vector<VerifyRecord>& v) {
   for (const auto& r : v)
     if (r.status == Status::fail || r.status == Status::error) return true;
@@ -207,13 +228,7 @@ int cmd_test(Common& o, Selection sel) {
   print_device_line();
   std::printf("run seed: %llu (replay: --seed %llu)\n", static_cast<unsigned long long>(ro.run_seed),
               static_cast<unsigned long long>(ro.run_seed));
-  // One op at a time, printed as it completes: a long run shows its results as it goes.
-  std::vector<VerifyRecord> recs;
-  for (const auto& chunk : by_op(cases)) {
-    auto part = verify(chunk, ro);
-    print_verify(stdout, part, o.verbose);
-    recs.insert(recs.end(), part.begin(), part.end());
-  }
+  const auto recs = verify_by_op(cases, ro, o.verbose);
   write_outputs(o, ro, &recs, nullptr);
   if (any_failed(recs)) return kExitFail;
   if (none_ran(recs)) {
@@ -229,12 +244,7 @@ int cmd_bench(Common& o, Selection sel) {
   const RunOptions ro = make_options(o);
   print_device_line();
   (void)peaks();
-  std::vector<BenchRecord> recs;
-  for (const auto& chunk : by_op(cases)) {
-    auto part = bench(chunk, ro);
-    print_bench(stdout, part);
-    recs.insert(recs.end(), part.begin(), part.end());
-  }
+  const auto recs = bench_by_op(cases, ro);
   write_outputs(o, ro, nullptr, &recs);
   return any_failed(recs) ? kExitFail : kExitOk;
 }
@@ -246,20 +256,10 @@ int cmd_run(Common& o, Selection sel) {
   const RunOptions ro = make_options(o);
   print_device_line();
   std::printf("run seed: %llu\n\n== verify ==\n", static_cast<unsigned long long>(ro.run_seed));
-  std::vector<VerifyRecord> v;
-  for (const auto& chunk : by_op(vcases)) {
-    auto part = verify(chunk, ro);
-    print_verify(stdout, part, o.verbose);
-    v.insert(v.end(), part.begin(), part.end());
-  }
+  const auto v = verify_by_op(vcases, ro, o.verbose);
   (void)peaks();
   std::printf("\n== bench ==\n");
-  std::vector<BenchRecord> b;
-  for (const auto& chunk : by_op(bcases)) {
-    auto part = bench(chunk, ro);
-    print_bench(stdout, part);
-    b.insert(b.end(), part.begin(), part.end());
-  }
+  const auto b = bench_by_op(bcases, ro);
   write_outputs(o, ro, &v, &b);
   return any_failed(v) || any_failed(b) ? kExitFail : kExitOk;
 }
@@ -311,13 +311,7 @@ int cmd_check(Common& o, const std::string& lesson_key) {
   std::printf("\nPassed: correct on every edge case and unseen seed; %.2fx the time of %s.\n", ratio,
               l->exercise_reference.c_str());
   ExerciseRecord rec;
-  rec.lesson = l->id;
-  {
-    const std::time_t now = std::time(nullptr);
-    char buf[32];
-    std::strftime(buf, sizeof buf, "%Y-%m-%dT%H:%M:%SZ", std::gmtime(&now));
-    rec.passed_at = buf;
-  }
+  rec.lesson = l->id;  // passed_at: filled in with the current time by record_exercise_pass
   rec.speed_ratio = ratio;
   rec.seed = ro.run_seed;
   rec.device = device_info().name;

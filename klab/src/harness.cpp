@@ -157,8 +157,6 @@ Inputs make_inputs(const Op& op, const Problem& p, std::uint64_t seed) {
   return in;
 }
 
-std::vector<TensorSpec> output_specs(const Op& op, const Problem& p) { return op.outputs(p); }
-
 double default_bytes(const Op& op, const Problem& p) {
   double b = 0;
   for (const auto& s : op.inputs(p)) b += static_cast<double>(numel_of(s.shape)) * dtype_size(s.dtype);
@@ -274,6 +272,22 @@ struct DeviceCase {
   ~DeviceCase() {
     for (void* p : pinned) cudaHostUnregister(p);
   }
+  // Host outputs, allocated once per problem and shared by the impls.
+  void ensure_host(const std::vector<TensorSpec>& specs) {
+    if (host_out.empty())
+      for (const auto& s : specs) host_out.emplace_back(s.dtype, s.shape);
+  }
+  // Device inputs (uploaded once) and outputs (allocated once), for the GPU impls.
+  void ensure_device(const Inputs& inputs, const std::vector<TensorSpec>& specs) {
+    if (in.empty())
+      for (const auto& t : inputs.tensors) in.push_back(to_device(t));
+    if (out.empty())
+      for (const auto& s : specs) out.emplace_back(s.dtype, s.shape);
+    pin_host_outputs();
+  }
+  void read_back() {
+    for (std::size_t k = 0; k < out.size(); ++k) copy_to_host(out[k], host_out[k]);
+  }
   // Outputs read back once per impl: above 256 MB, page-locking them once makes each
   // read-back run at the link's speed instead of through a pageable bounce buffer.
   void pin_host_outputs() {
@@ -335,11 +349,6 @@ std::size_t count_runs(const std::vector<Case>& cases) {
   return n;
 }
 
-bool any_gpu_impl_supported(const Case& c) {
-  for (const Impl* im : c.impls)
-    if (on_gpu(*im) && supported(*im, c.problem).empty()) return true;
-  return false;
-}
 
 
 }  // namespace
@@ -396,20 +405,15 @@ std::vector<VerifyRecord> verify(const std::vector<Case>& cases, const RunOption
             in = make_inputs(op, p, seed);
             ref = make_reference(op, p, *in, seed);
           }
-          if (dc.host_out.empty())
-            for (const auto& s : out_specs) dc.host_out.emplace_back(s.dtype, s.shape);
+          dc.ensure_host(out_specs);
           if (on_gpu(*im)) {
             if (!stream) stream.emplace();
-            if (dc.in.empty())
-              for (const auto& t : in->tensors) dc.in.push_back(to_device(t));
-            if (dc.out.empty())
-              for (const auto& s : out_specs) dc.out.emplace_back(s.dtype, s.shape);
-            dc.pin_host_outputs();
+            dc.ensure_device(*in, out_specs);
             ensure_workspace(dc, *im, p);
             for (const auto& t : dc.out) poison(t);
             launch_gpu(*im, p, *in, dc, stream->s);
             KLAB_CHECK_CUDA(cudaStreamSynchronize(stream->s));
-            for (std::size_t k = 0; k < dc.out.size(); ++k) copy_to_host(dc.out[k], dc.host_out[k]);
+            dc.read_back();
           } else {
             run_cpu(*im, p, *in, dc.host_out);
           }
@@ -610,16 +614,13 @@ std::vector<BenchRecord> bench(const std::vector<Case>& cases, const RunOptions&
         if (!in) {
           in = make_inputs(op, p, opt.run_seed);
           ref = make_reference(op, p, *in, opt.run_seed);
-          for (const auto& s : out_specs) dc.host_out.emplace_back(s.dtype, s.shape);
         }
+        dc.ensure_host(out_specs);
         if (on_gpu(*im)) {
-          if (dc.in.empty())
-            for (const auto& t : in->tensors) dc.in.push_back(to_device(t));
-          if (dc.out.empty())
-            for (const auto& s : out_specs) dc.out.emplace_back(s.dtype, s.shape);
+          dc.ensure_device(*in, out_specs);
           ensure_workspace(dc, *im, p);
           time_gpu(*im, p, *in, dc, stream.s, flusher, opt, rec);
-          for (std::size_t k = 0; k < dc.out.size(); ++k) copy_to_host(dc.out[k], dc.host_out[k]);
+          dc.read_back();
         } else {
           time_cpu(*im, p, *in, dc.host_out, opt, rec);
         }

@@ -17,6 +17,7 @@
 #include "klab/device.hpp"
 #include "klab/error.hpp"
 #include "klab/harness.hpp"
+#include "klab/report.hpp"
 #include "klab/rng.hpp"
 
 namespace klab {
@@ -109,12 +110,7 @@ Peaks measure_peaks(bool verbose) {
   Peaks p;
   p.device_name = d.name;
   p.device_uuid = d.uuid;
-  {
-    const std::time_t now = std::time(nullptr);
-    char buf[32];
-    std::strftime(buf, sizeof buf, "%Y-%m-%dT%H:%M:%SZ", std::gmtime(&now));
-    p.measured_at = buf;
-  }
+  p.measured_at = utc_now_iso();
   // Copy bandwidth: a 1 GiB device-to-device copy, far larger than the L2, counted as
   // bytes read + bytes written.
   {

@@ -17,6 +17,7 @@
 //     exercise (Missing elements, and with it Optimization), the debugging catalog
 //     (checkpoint "debugging") and the capstone (checkpoint "capstone").
 #include "klab/progress.hpp"
+#include "klab/report.hpp"
 
 #include <fcntl.h>
 #include <pwd.h>
@@ -121,15 +122,6 @@ std::vector<std::string> planned_lesson_ids() {
 std::string getenv_str(const char* name) {
   const char* v = std::getenv(name);
   return v ? std::string(v) : std::string();
-}
-
-std::string now_iso8601_utc() {
-  std::time_t t = std::time(nullptr);
-  std::tm tm{};
-  gmtime_r(&t, &tm);
-  char buf[32];
-  std::strftime(buf, sizeof buf, "%Y-%m-%dT%H:%M:%SZ", &tm);
-  return buf;
 }
 
 // "2026-11-22T10:31:05Z" -> "2026-11-22"; anything shorter is shown as it is.
@@ -394,7 +386,7 @@ void record_exercise_pass(const ExerciseRecord& r) {
   if (!valid_id(r.lesson)) throw Error("record_exercise_pass: invalid lesson id \"" + r.lesson + "\"");
   ProgressData d = load_progress();   // throws on a corrupt or foreign file: never saved over
   ExerciseRecord rec = r;
-  if (rec.passed_at.empty()) rec.passed_at = now_iso8601_utc();
+  if (rec.passed_at.empty()) rec.passed_at = utc_now_iso();
   // The latest passing check replaces an earlier one: the record describes the code the
   // learner has now (its speed, its device), and a certificate dates from the last pass.
   d.exercises[rec.lesson] = std::move(rec);

@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <ctime>
 #include <fstream>
 #include <map>
 
@@ -84,6 +85,15 @@ std::string fmt_sig(double v, int digits) {
 }
 
 std::string fmt_sci(double v) { return fmt::format("{:.1e}", v); }
+
+std::string utc_now_iso() {
+  const std::time_t t = std::time(nullptr);
+  std::tm tm{};
+  gmtime_r(&t, &tm);
+  char buf[32];
+  std::strftime(buf, sizeof buf, "%Y-%m-%dT%H:%M:%SZ", &tm);
+  return buf;
+}
 
 void print_verify(std::FILE* f, const std::vector<VerifyRecord>& recs, bool all_rows) {
   // One row per (op, impl): how many checks passed, and the worst errors seen.

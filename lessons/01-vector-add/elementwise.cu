@@ -12,7 +12,6 @@
 #include <cmath>
 
 #include "elementwise.cuh"
-#include "klab/device.hpp"
 #include "klab/triton.hpp"
 #if KLAB_HAVE_TRITON
 #include "vector_add_triton.h"
@@ -82,13 +81,6 @@ __global__ void map_v3_vec16(const T* __restrict__ g_x, const T* __restrict__ g_
 
 // ---- launchers ---------------------------------------------------------------------------------
 
-constexpr int kThreads = 256;
-
-inline unsigned grid_for(std::int64_t work_items) {
-  static const int sms = klab::device_info().sms > 0 ? klab::device_info().sms : 132;
-  return klab::blocks_for(work_items, kThreads, static_cast<std::int64_t>(sms) * 8);
-}
-
 // Builds the functor for a launch (Scale takes its factor from the op's scalars).
 template <class F> F make_functor(const klab::Launch&) { return F{}; }
 template <> Scale make_functor<Scale>(const klab::Launch& l) { return Scale{static_cast<float>(l.scalars.at(0))}; }
@@ -103,9 +95,9 @@ void launch_map(const klab::Launch& l) {
     const T* y = F::arity == 2 ? l.in[1].as<const T>() : nullptr;
     T* z = l.out[0].as<T>();
     if constexpr (kVector)
-      map_v3_vec16<T, F><<<grid_for(klab::ceil_div<std::int64_t>(n, 16 / sizeof(T))), kThreads, 0, l.stream>>>(x, y, z, n, f);
+      map_v3_vec16<T, F><<<grid_stride_blocks(klab::ceil_div<std::int64_t>(n, 16 / sizeof(T))), kThreads, 0, l.stream>>>(x, y, z, n, f);
     else
-      map_v2_grid_stride<T, F><<<grid_for(n), kThreads, 0, l.stream>>>(x, y, z, n, f);
+      map_v2_grid_stride<T, F><<<grid_stride_blocks(n), kThreads, 0, l.stream>>>(x, y, z, n, f);
   });
 }
 

@@ -8,6 +8,7 @@
 #include <functional>
 #include <string>
 
+#include "klab/device.hpp"
 #include "klab/kernels.cuh"
 #include "klab/op.hpp"
 #include "klab/rng.hpp"
@@ -30,6 +31,15 @@ inline std::string cpu_supports(const klab::Problem& p) {
 
 // Bench: a size the L2 (50 MB) holds, and 2^28 (1 GiB per f32 tensor) where only HBM counts.
 inline const std::vector<klab::Dims> kBenchShapes = {{1 << 20}, {1 << 28}};
+
+// Launch shape of the grid-stride versions: 256 threads per block, and enough resident
+// blocks to fill every SM several times over (8 x 256 = 2048, the H100's threads per SM),
+// never more than the work needs.
+inline constexpr int kThreads = 256;
+inline unsigned grid_stride_blocks(std::int64_t work_items) {
+  static const int sms = klab::device_info().sms > 0 ? klab::device_info().sms : 132;
+  return klab::blocks_for(work_items, kThreads, static_cast<std::int64_t>(sms) * 8);
+}
 
 // The fp64 reference of an element-wise op: ref[i] = f(x[i], y[i]), computed from the
 // inputs as stored (already rounded to their dtype), on all host cores.

@@ -16,7 +16,6 @@
 #include <cuda_runtime.h>
 
 #include "elementwise.cuh"
-#include "klab/device.hpp"
 #include "klab/triton.hpp"
 #if KLAB_HAVE_TRITON
 #include "vector_add_triton.h"
@@ -87,15 +86,6 @@ __global__ void add_v3_vec16(const T* __restrict__ g_x, const T* __restrict__ g_
 }
 
 // ---- launchers ---------------------------------------------------------------------------------
-
-constexpr int kThreads = 256;
-
-// Grid for the strided versions: enough resident blocks to fill every SM several times
-// over (8 x 256 threads = 2048, the H100's threads per SM), never more than the work needs.
-inline unsigned grid_stride_blocks(std::int64_t work_items) {
-  static const int sms = klab::device_info().sms > 0 ? klab::device_info().sms : 132;
-  return klab::blocks_for(work_items, kThreads, static_cast<std::int64_t>(sms) * 8);
-}
 
 template <class T>
 void launch_v1(const klab::Launch& l) {

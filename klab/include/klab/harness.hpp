@@ -93,7 +93,6 @@ std::vector<BenchRecord> bench(const std::vector<Case>& cases, const RunOptions&
 
 // The pieces, exposed for tests: build inputs and reference for one problem and seed.
 Inputs make_inputs(const Op& op, const Problem& p, std::uint64_t seed);
-std::vector<TensorSpec> output_specs(const Op& op, const Problem& p);
 double default_bytes(const Op& op, const Problem& p);
 // Compare a set of host outputs against a reference with the op's tolerances and
 // property checks; fills rec.status/message/outputs.

@@ -42,6 +42,7 @@ class ProgressLine {
 std::string fmt_ms(double ms);
 std::string fmt_sig(double v, int digits = 3);   // 3 significant digits, "-" for 0
 std::string fmt_sci(double v);                   // "1.2e-07"
+std::string utc_now_iso();                       // "2026-11-22T10:31:05Z"
 
 void print_verify(std::FILE* f, const std::vector<VerifyRecord>& recs, bool all_rows);
 void print_bench(std::FILE* f, const std::vector<BenchRecord>& recs);
