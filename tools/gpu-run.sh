@@ -6,7 +6,7 @@
 #   phases: build doctor test bench exercises memcheck racecheck initcheck synccheck
 #           (default: build doctor test bench exercises)
 #   env:    OUT (default ./out), JOBS (default nproc), KLAB_BENCH_ARGS, KLAB_TEST_ARGS,
-#           PHASE_TIMEOUT (seconds per phase, default 540)
+#           PHASE_TIMEOUT (seconds per phase, default 540), ONLY_LESSONS (build only these)
 #
 # The GPU machine has no network: CMake finds CLI11, nlohmann-json, fmt and GoogleTest in
 # the image, or in .deps/ (Debian packages unpacked there and carried with the call).
@@ -42,7 +42,12 @@ if has build; then
   [ -d .deps/usr ] && prefix="-DCMAKE_PREFIX_PATH=$PWD/.deps/usr"
   py=python3
   [ -x /opt/torch/.venv/bin/python3 ] && py=/opt/torch/.venv/bin/python3
-  run_phase build "$OUT/build.log" bash -c "cmake -S . -B build -G Ninja -DCMAKE_BUILD_TYPE=Release -DKLAB_PYTHON=$py $prefix && cmake --build build -j $JOBS" \
+  # ONLY_LESSONS="04 05" builds just those lessons (a faster iteration); the unit tests are
+  # not built here (CI runs them), klab-solutions only when the exercise proof is asked for.
+  only=$(echo "${ONLY_LESSONS:-}" | tr ' ,' ';;')
+  targets="--target klab"
+  has exercises && targets="--target klab --target klab-solutions"
+  run_phase build "$OUT/build.log" bash -c "cmake -S . -B build -G Ninja -DCMAKE_BUILD_TYPE=Release -DKLAB_PYTHON=$py -DKLAB_LESSONS='$only' $prefix && cmake --build build -j $JOBS $targets" \
     || { tail -40 "$OUT/build.log"; exit 1; }
 fi
 
