@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cmath>
+#include <cstdlib>
 #include <map>
 #include <set>
 
@@ -410,7 +411,7 @@ std::vector<VerifyRecord> verify(const std::vector<Case>& cases, const RunOption
             if (!stream) stream.emplace();
             dc.ensure_device(*in, out_specs);
             ensure_workspace(dc, *im, p);
-            for (const auto& t : dc.out) poison(t);
+            for (const auto& t : dc.out) poison(t, stream->s);
             launch_gpu(*im, p, *in, dc, stream->s);
             KLAB_CHECK_CUDA(cudaStreamSynchronize(stream->s));
             dc.read_back();
@@ -466,13 +467,25 @@ namespace {
 
 class L2Flusher {
  public:
-  L2Flusher() : buf_(std::max<std::size_t>(2 * device_info().l2_bytes, std::size_t{64} << 20)) {}
-  // Writing twice the L2's size evicts every line the previous launch left behind.
-  void flush(cudaStream_t s) { KLAB_CHECK_CUDA(cudaMemsetAsync(buf_.get(), ++value_ & 0xFF, buf_.size(), s)); }
+  L2Flusher()
+      : buf_(std::max<std::size_t>(2 * device_info().l2_bytes, std::size_t{64} << 20)), sink_(sizeof(unsigned)) {
+    const char* mode = std::getenv("KLAB_L2_FLUSH");
+    write_ = mode && std::string(mode) == "write";
+    KLAB_CHECK_CUDA(cudaMemset(buf_.get(), 0, buf_.size()));   // the read flush expects zeros
+    KLAB_CHECK_CUDA(cudaMemset(sink_.get(), 0, sink_.size()));
+    KLAB_CHECK_CUDA(cudaDeviceSynchronize());   // done before any flush on the launch stream
+  }
+  // Touching twice the L2's size evicts every line the previous launch left behind. A read
+  // leaves clean lines; a write (KLAB_L2_FLUSH=write) leaves dirty ones that the timed
+  // launch must write back (l2_flush.cu).
+  void flush(cudaStream_t s) {
+    if (write_) KLAB_CHECK_CUDA(cudaMemsetAsync(buf_.get(), 0, buf_.size(), s));
+    else l2_flush_read(buf_.get(), buf_.size(), static_cast<unsigned*>(sink_.get()), s);
+  }
 
  private:
-  DeviceBuffer buf_;
-  int value_ = 0;
+  DeviceBuffer buf_, sink_;
+  bool write_ = false;
 };
 
 bool should_stop(const std::vector<double>& samples, double elapsed_s, const RunOptions& opt) {

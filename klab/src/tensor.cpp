@@ -87,8 +87,10 @@ void copy_to_host(const DeviceTensor& d, HostTensor& h) {
   if (h.bytes()) KLAB_CHECK_CUDA(cudaMemcpy(h.data(), d.data(), h.bytes(), cudaMemcpyDeviceToHost));
 }
 
-void poison(const DeviceTensor& d) {
-  if (d.bytes()) KLAB_CHECK_CUDA(cudaMemset(d.data(), 0xFF, d.bytes()));
+void poison(const DeviceTensor& d, cudaStream_t s) {
+  // On the launch stream: a cudaMemset on the legacy default stream does not order against
+  // a non-blocking launch stream, and the impl could then run before the poison lands.
+  if (d.bytes()) KLAB_CHECK_CUDA(cudaMemsetAsync(d.data(), 0xFF, d.bytes(), s));
 }
 
 void poison(HostTensor& h) {

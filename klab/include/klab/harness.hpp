@@ -5,8 +5,9 @@
 // fp64 CPU reference; per-dtype tolerances with rel-L2 and max-abs reported; property
 // checks; unsupported shapes reported as such.
 //
-// Timing: CUDA events on the launch stream, warm-up, L2 flushed (a write of 2x the L2)
-// before every timed launch, repeats until the spread of the samples is under 1% or a
+// Timing: CUDA events on the launch stream, warm-up, L2 flushed (a read of 2x the L2, so
+// the L2 holds only clean lines of no interest; l2_flush.cu says why not a write) before
+// every timed launch, repeats until the spread of the samples is under 1% or a
 // time cap, min/median/max; GB/s and TFLOP/s from the op's counts; % of the measured
 // peak; speedup against the op's baseline impl from the same run; the output of the last
 // timed launch verified again. Graph mode (`--graph`) captures a batch of launches in a
@@ -108,5 +109,10 @@ struct Stats {
 };
 Stats stats_of(std::vector<double> samples);
 bool spread_ok(const std::vector<double>& samples, double target);  // (p75-p25)/median < target
+
+// The cold-L2 step before each timed launch (l2_flush.cu): reads `bytes` of an all-zero
+// device buffer; `sink` is a device word it never writes in practice. KLAB_L2_FLUSH=write
+// selects the older memset flush instead, to compare the two.
+void l2_flush_read(const void* buf, std::size_t bytes, unsigned* sink, cudaStream_t s);
 
 }  // namespace klab

@@ -12,6 +12,8 @@
 #include <utility>
 #include <vector>
 
+#include <cuda_runtime_api.h>
+
 #include "klab/dtype.hpp"
 
 namespace klab {
@@ -107,7 +109,7 @@ DeviceTensor to_device(const HostTensor& h);
 void copy_to_host(const DeviceTensor& d, HostTensor& h);   // shapes and dtypes must match
 // Fill with a NaN pattern (0xFF bytes: NaN in f32/f16/bf16, -1 in i32, 255 in u8) so that
 // an element the kernel never writes cannot pass the comparison by luck.
-void poison(const DeviceTensor& d);
+void poison(const DeviceTensor& d, cudaStream_t s);   // enqueued on s, the launch stream
 void poison(HostTensor& h);
 
 }  // namespace klab
