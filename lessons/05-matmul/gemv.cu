@@ -11,6 +11,10 @@
 //                      8 bf16), four loads in flight per lane, a shuffle reduction; when M
 //                      is too small to give every SM its warps (M < ~8K rows), a whole block
 //                      of 8 warps shares each row instead
+//   v3_multi_row       R rows (1, 2 or 4) per group of W warps (1..8): every x load serves R
+//                      rows of A (x traffic from L1 divided by R) and R independent loads of
+//                      A are in flight per x load; W follows the row length (no idle lanes
+//                      on short rows), R the row count (enough warps to fill every SM)
 //
 //   klab bench 05 --op gemv
 #include <cuda_bf16.h>
@@ -113,6 +117,66 @@ __global__ void __launch_bounds__(256) gemv_block_rows_kernel(const T* __restric
 }
 
 // ======================================================================================
+// v3_multi_row — a group of W warps (P = 32·W threads) computes R consecutive rows; group
+// `grp` owns rows [grp·R, grp·R + R). A block of 256 threads holds 8 / W groups.
+//   for each 16-byte chunk i of the row (i = p, p + P, ...):
+//     xv = x[i]                                          one x load ...
+//     acc[r] += dot(A[row r][i], xv) for r < R           ... for R loads of A
+// then each warp reduces its R sums by shuffles and, when W > 1, the W warps of a group add
+// theirs through shared memory.
+// ======================================================================================
+template <class T, int R, int W>
+__global__ void __launch_bounds__(256) gemv_multi_row_kernel(const T* __restrict__ g_A, const T* __restrict__ g_x,
+                                                             T* __restrict__ g_y, int M, int K) {
+  constexpr int V = 16 / sizeof(T), GROUPS = 8 / W, P = 32 * W;
+  static_assert(W == 1 || W == 2 || W == 4 || W == 8, "8 warps per block split into whole groups");
+  __shared__ float s_part[8][R];                             // (warp, row of the group)
+  const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
+  const int p = (warp % W) * 32 + lane;                      // thread within the group
+  const int64_t row0 = (static_cast<int64_t>(blockIdx.x) * GROUPS + warp / W) * R;
+  const int kv = K / V;
+  const uint4* x4 = reinterpret_cast<const uint4*>(g_x);
+  const uint4* a4[R];
+#pragma unroll
+  for (int r = 0; r < R; ++r) {                             // rows past M read row M-1, unused
+    const int64_t row = row0 + r < M ? row0 + r : M - 1;
+    a4[r] = reinterpret_cast<const uint4*>(g_A + row * K);
+  }
+  float acc[R] = {};
+#pragma unroll 2
+  for (int i = p; i < kv; i += P) {
+    const uint4 xv = __ldg(x4 + i);
+    uint4 av[R];
+#pragma unroll
+    for (int r = 0; r < R; ++r) av[r] = __ldcs(a4[r] + i); // A is read once: evict first
+#pragma unroll
+    for (int r = 0; r < R; ++r) acc[r] += dot16(av[r], xv, T{});
+  }
+#pragma unroll
+  for (int r = 0; r < R; ++r) acc[r] = warp_sum(acc[r]);
+  if constexpr (W > 1) {
+    if (lane == 0)
+#pragma unroll
+      for (int r = 0; r < R; ++r) s_part[warp][r] = acc[r];
+    __syncthreads();
+    if (warp % W != 0) return;
+#pragma unroll
+    for (int r = 0; r < R; ++r) {
+      float s = 0.f;
+#pragma unroll
+      for (int w = 0; w < W; ++w) s += s_part[warp + w][r];
+      acc[r] = s;
+    }
+  }
+  if (lane < R && row0 + lane < M) {                         // lane r stores row r
+    float v = acc[0];
+#pragma unroll
+    for (int r = 1; r < R; ++r) v = lane == r ? acc[r] : v;
+    g_y[row0 + lane] = klab::from_f32<T>(v);
+  }
+}
+
+// ======================================================================================
 // Launchers and registration
 // ======================================================================================
 void run_v1(const klab::Launch& L) {
@@ -149,6 +213,47 @@ void run_v2(const klab::Launch& L) {
   KLAB_CHECK_LAUNCH();
 }
 
+// W: enough warps per row that each lane has >= 4 chunks of a row, at most 8; R: the most
+// rows per group (4, 2, 1) that still make >= 64 warps per SM (a full SM), or 1.
+template <class T, int R>
+void launch_multi_row_r(const T* a, const T* x, T* y, int M, int K, int W, cudaStream_t s) {
+  const int64_t groups = klab::ceil_div<int64_t>(M, R);
+  const unsigned blocks = static_cast<unsigned>(klab::ceil_div<int64_t>(groups * W, 8));
+  switch (W) {
+    case 1: gemv_multi_row_kernel<T, R, 1><<<blocks, 256, 0, s>>>(a, x, y, M, K); break;
+    case 2: gemv_multi_row_kernel<T, R, 2><<<blocks, 256, 0, s>>>(a, x, y, M, K); break;
+    case 4: gemv_multi_row_kernel<T, R, 4><<<blocks, 256, 0, s>>>(a, x, y, M, K); break;
+    default: gemv_multi_row_kernel<T, R, 8><<<blocks, 256, 0, s>>>(a, x, y, M, K); break;
+  }
+}
+
+bool multi_row_vec_ok(const klab::Launch& L, int V) {
+  const int64_t K = L.problem.shape[1];
+  return K % V == 0 && reinterpret_cast<std::uintptr_t>(L.in[0].data) % 16 == 0 &&
+         reinterpret_cast<std::uintptr_t>(L.in[1].data) % 16 == 0;
+}
+
+void run_v3(const klab::Launch& L) {
+  const int M = static_cast<int>(L.problem.shape[0]), K = static_cast<int>(L.problem.shape[1]);
+  if (M == 0) return;
+  const int sms = klab::device_info().present ? klab::device_info().sms : 132;
+  klab::dispatch_float(L.problem.dtype, [&]<class T>() {
+    constexpr int V = 16 / sizeof(T);
+    KLAB_REQUIRE(multi_row_vec_ok(L, V), "v3_multi_row: K must be a multiple of 16 bytes (supports() says so)");
+    const int chunks = K / V;
+    int W = 1;
+    while (W < 8 && chunks >= 32 * (2 * W) * 4) W *= 2;
+    const int64_t want = static_cast<int64_t>(sms) * 64;     // warps that fill every SM
+    const T* a = L.in[0].as<T>();
+    const T* x = L.in[1].as<T>();
+    T* y = L.out[0].as<T>();
+    if (klab::ceil_div<int64_t>(M, 4) * W >= want) launch_multi_row_r<T, 4>(a, x, y, M, K, W, L.stream);
+    else if (klab::ceil_div<int64_t>(M, 2) * W >= want) launch_multi_row_r<T, 2>(a, x, y, M, K, W, L.stream);
+    else launch_multi_row_r<T, 1>(a, x, y, M, K, W, L.stream);
+  });
+  KLAB_CHECK_LAUNCH();
+}
+
 std::string float_only(const klab::Problem& p) {
   return p.dtype == klab::DType::f32 || p.dtype == klab::DType::bf16 ? "" : "f32 and bf16 only";
 }
@@ -159,6 +264,16 @@ bool register_all() {
   klab::register_impl({.op = "gemv", .name = "v2_warp_per_row",
                        .summary = "a warp (or block) per row, 16-byte loads, shuffle reduction",
                        .kind = klab::ImplKind::cuda, .supports = float_only, .run = run_v2});
+  klab::register_impl({.op = "gemv", .name = "v3_multi_row",
+                       .summary = "R rows per warp group share each x load; group size follows the row length",
+                       .kind = klab::ImplKind::cuda,
+                       .supports = [](const klab::Problem& p) -> std::string {
+                         if (auto why = float_only(p); !why.empty()) return why;
+                         if ((p.shape[1] * static_cast<int64_t>(klab::dtype_size(p.dtype))) % 16 != 0)
+                           return "rows must be a multiple of 16 bytes (v2_warp_per_row takes any K)";
+                         return "";
+                       },
+                       .run = run_v3});
   return true;
 }
 

@@ -25,6 +25,7 @@
 #include <cstdint>
 #include <functional>
 #include <string>
+#include <vector>
 
 #include "klab/error.hpp"
 #include "klab/kernels.cuh"
@@ -154,8 +155,10 @@ void launch_mma_bf16(const GemmArgs& g, const std::string& variant, bool out_f32
 // The candidates write the same output, and the caller launches the winner afterwards, so
 // the output of the call is the winner's. Calls while the stream is being captured into a
 // CUDA graph cannot time anything: they return `fallback` and cache nothing.
+// `names` (optional) label the candidates in the KLAB_AUTOTUNE_LOG=1 report on stderr.
 int autotune(const std::string& key, int candidates, int fallback,
-             const std::function<void(int)>& launch, cudaStream_t stream);
+             const std::function<void(int)>& launch, cudaStream_t stream,
+             const std::vector<std::string>& names = {});
 
 // The TF32 baseline's tolerance (an impl-level override; matmul_ops.cu's header comment
 // gives the reasoning): absolute term 2^-7 * sqrt(K)/3, relative 2^-9, rel-L2 2^-8.

@@ -8,9 +8,14 @@
 //
 // The timing runs on the launch stream during the harness's warm-up launches, never inside
 // a timed launch: by the time the harness measures, the choice is a map lookup.
+//
+// KLAB_AUTOTUNE_LOG=1 prints each choice to stderr (key, winner, its time, the runner-up's),
+// so a bench run can say which configuration it measured.
 #include <cuda_runtime.h>
 
 #include <algorithm>
+#include <cstdio>
+#include <cstdlib>
 #include <mutex>
 #include <unordered_map>
 #include <vector>
@@ -21,7 +26,8 @@
 namespace matmul {
 
 int autotune(const std::string& key, int candidates, int fallback,
-             const std::function<void(int)>& launch, cudaStream_t stream) {
+             const std::function<void(int)>& launch, cudaStream_t stream,
+             const std::vector<std::string>& names) {
   static std::mutex mu;
   static std::unordered_map<std::string, int> best;
   {
@@ -39,6 +45,7 @@ int autotune(const std::string& key, int candidates, int fallback,
   KLAB_CHECK_CUDA(cudaEventCreate(&t1));
   int winner = fallback;
   float winner_ms = 0;
+  std::vector<float> times(static_cast<std::size_t>(candidates), 0.f);
   for (int c = 0; c < candidates; ++c) {
     launch(c);  // warm: first-launch costs (module load, caches) out of the timing
     float best_ms = 0;
@@ -51,7 +58,17 @@ int autotune(const std::string& key, int candidates, int fallback,
       KLAB_CHECK_CUDA(cudaEventElapsedTime(&ms, t0, t1));
       if (rep == 0 || ms < best_ms) best_ms = ms;
     }
+    times[static_cast<std::size_t>(c)] = best_ms;
     if (c == 0 || best_ms < winner_ms) winner = c, winner_ms = best_ms;
+  }
+  if (const char* log = std::getenv("KLAB_AUTOTUNE_LOG"); log && *log && *log != '0') {
+    auto name = [&](int c) {
+      return c < static_cast<int>(names.size()) ? names[static_cast<std::size_t>(c)] : "candidate " + std::to_string(c);
+    };
+    std::fprintf(stderr, "autotune %s:", key.c_str());
+    for (int c = 0; c < candidates; ++c)
+      std::fprintf(stderr, "%s %s %.4f ms", c ? "," : "", name(c).c_str(), times[static_cast<std::size_t>(c)]);
+    std::fprintf(stderr, " -> %s\n", name(winner).c_str());
   }
   KLAB_CHECK_CUDA(cudaEventDestroy(t0));
   KLAB_CHECK_CUDA(cudaEventDestroy(t1));
