@@ -13,9 +13,12 @@
 //                           already running: no deadlock), publish their total at once,
 //                           then look back over the predecessors' published totals (32 at
 //                           a time, one per lane) until one with a full inclusive prefix
+//   v3_reg_tiles_backoff    v2 with 8192-element tiles scanned in registers (16-byte loads,
+//                           warp shuffles, no shared-memory tile), and a look-back that waits
+//                           only for the tiles it needs and sleeps between polls
 //   cub                     cub::DeviceScan::InclusiveSum
 //
-// Determinism: v1 is deterministic. v2 and CUB are not bitwise reproducible for fp32:
+// Determinism: v1 is deterministic. v2, v3 and CUB are not bitwise reproducible for fp32:
 // how far a tile looks back (which predecessors have published a full prefix yet)
 // depends on timing, and that changes the order of the fp32 additions. int32 is exact.
 //
@@ -252,6 +255,172 @@ __global__ void __launch_bounds__(kThreads) scan_v2(const In* __restrict__ g_in,
   }
 }
 
+// v3_reg_tiles_backoff: v2's algorithm (ticket, aggregate, look-back, inclusive prefix)
+// with three changes, each measured on its own (README):
+//  - Bigger tiles, kept in registers. V = 8 float4s per thread: 8192 elements per tile of
+//    256 threads (v2: 4096), half as many tiles and look-backs per byte. No shared-memory
+//    tile: warp w owns 128 V consecutive elements; lane l loads the float4s at
+//    (k * 32 + l) * 4, k < V (one load instruction = 512 contiguous bytes per warp), and
+//    the scan runs on those registers: 3 adds inside each float4, a shuffle scan across the
+//    lanes per k, a running carry over k. 64 registers a thread, 4 blocks per SM.
+//  - Wait less: the look-back needs only the tiles in front of the nearest inclusive prefix
+//    to have published (v2 waits for all 32 lanes' tiles).
+//  - Poll less: after publishing its aggregate, warp 0 sleeps FirstSleepNs before its first
+//    look (its predecessors need about that long anyway), then SleepNs between polls of a
+//    window that is not ready (CUB's "delay constructor" does the same). Spinning warps
+//    otherwise hammer the few L2 lines that hold the status words of the tiles in flight.
+// Tried and dropped (same harness, README): persistent blocks that take the next tile's
+// ticket and issue its loads before this tile's look-back (0.34x of CUB: a tile reserved
+// early publishes its aggregate late, and every successor waits on it); a look-back window
+// of 128 or 256 tiles per poll (slower than 32: more polling traffic, never needed).
+// The 16-byte vector of the accumulator type (int32 data is read as uint32).
+template <class A> struct Vec4;
+template <> struct Vec4<float> { using type = float4; };
+template <> struct Vec4<unsigned int> { using type = uint4; };
+
+// Status words: one relaxed 64-bit access sees flag and value together (never torn).
+__device__ __forceinline__ unsigned long long load_status(const unsigned long long* p) {
+  return cuda::atomic_ref<unsigned long long, cuda::thread_scope_device>(*const_cast<unsigned long long*>(p))
+      .load(cuda::memory_order_relaxed);
+}
+__device__ __forceinline__ void store_status(unsigned long long* p, unsigned long long w) {
+  cuda::atomic_ref<unsigned long long, cuda::thread_scope_device>(*p).store(w, cuda::memory_order_relaxed);
+}
+
+// Warp 0 of v3: the sum of every tile before `tile`. Lane l reads the status of tile
+// top - l. Compared with v2: it waits only for the tiles in front of the nearest inclusive
+// prefix (not all 32), and it sleeps SleepNs between polls of a window that is not ready.
+template <class A, int SleepNs>
+__device__ A lookback(const unsigned long long* g_status, std::int64_t tile) {
+  const int lane = threadIdx.x & 31;
+  A prefix = 0;
+  for (std::int64_t top = tile - 1;; top -= 32) {
+    const std::int64_t j = top - lane;
+    unsigned long long w;
+    unsigned incl;
+    while (true) {
+      w = j >= 0 ? load_status(g_status + j) : kFlagInclusive;  // before tile 0: "inclusive 0"
+      const unsigned flag = static_cast<unsigned>(w >> 32);
+      incl = __ballot_sync(0xffffffffu, flag == 2);
+      const unsigned unpublished = __ballot_sync(0xffffffffu, flag == 0);
+      const unsigned in_front = incl ? (incl & (0u - incl)) - 1 : 0xffffffffu;  // lanes before the nearest inclusive
+      if ((unpublished & in_front) == 0) break;
+      if constexpr (SleepNs > 0) __nanosleep(SleepNs);
+    }
+    const int stop = incl ? __ffs(incl) - 1 : 31;
+    A v = lane <= stop ? value_of<A>(w) : A(0);
+#pragma unroll
+    for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
+    prefix += v;
+    if (incl) return prefix;
+  }
+}
+
+template <int V> struct V3Tile { static constexpr int kElems = kThreads * 4 * V, kWarpElems = 128 * V; };
+
+// Loads tile t into r (zeros past n); full tiles with aligned pointers use 16-byte loads.
+template <class In, class A, int V>
+__device__ __forceinline__ void v3_load(typename Vec4<A>::type (&r)[V], const In* __restrict__ g_in,
+                                        std::int64_t t, std::int64_t n, bool aligned) {
+  using Vt = typename Vec4<A>::type;
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+  const std::int64_t wbase = t * V3Tile<V>::kElems + warp * V3Tile<V>::kWarpElems;  // this warp's first element
+  if (aligned && (t + 1) * V3Tile<V>::kElems <= n) {
+    const Vt* g_v = reinterpret_cast<const Vt*>(g_in + wbase);
+#pragma unroll
+    for (int k = 0; k < V; ++k) r[k] = __ldcs(g_v + k * 32 + lane);  // read once: evict-first
+  } else {
+#pragma unroll
+    for (int k = 0; k < V; ++k) {
+      const std::int64_t i = wbase + (k * 32 + lane) * 4;
+      A e[4];
+#pragma unroll
+      for (int c = 0; c < 4; ++c) e[c] = i + c < n ? static_cast<A>(g_in[i + c]) : A(0);  // identity past the end
+      r[k].x = e[0], r[k].y = e[1], r[k].z = e[2], r[k].w = e[3];
+    }
+  }
+}
+
+template <class In, class A, int V, int SleepNs, int FirstSleepNs>
+__global__ void __launch_bounds__(kThreads) scan_v3(const In* __restrict__ g_in, A* __restrict__ g_out,
+                                                     std::int64_t n, unsigned long long* g_status,
+                                                     unsigned int* g_ticket, bool aligned) {
+  using Vt = typename Vec4<A>::type;
+  constexpr int kWarps = kThreads / 32;
+  __shared__ A s_warp[kWarps];  // each warp's total, for the tile's block-level scan
+  __shared__ unsigned int s_id;
+  __shared__ A s_prefix;        // the sum of all tiles before this one (from warp 0)
+  const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
+
+  if (tid == 0) s_id = atomicAdd(g_ticket, 1u);  // tile ids in the order blocks start (as v2)
+  __syncthreads();
+  const std::int64_t t = s_id;
+  Vt cur[V];                                     // (V float4) per thread
+  v3_load<In, A, V>(cur, g_in, t, n, aligned);
+
+  // 1. Scan the warp's 128 V elements in registers: inside each float4, across the lanes
+  //    (shuffles), and a carry from float4 k to k + 1.
+  A carry = 0;
+#pragma unroll
+  for (int k = 0; k < V; ++k) {
+    cur[k].y += cur[k].x, cur[k].z += cur[k].y, cur[k].w += cur[k].z;  // inclusive inside the float4
+    const A incl = warp_inclusive_scan(cur[k].w);
+    A excl = __shfl_up_sync(0xffffffffu, incl, 1);  // exclusive without a subtraction (exact for fp32)
+    if (lane == 0) excl = 0;
+    const A before = carry + excl;
+    cur[k].x += before, cur[k].y += before, cur[k].z += before, cur[k].w += before;
+    carry += __shfl_sync(0xffffffffu, incl, 31);  // the warp's total of float4 k
+  }
+  if (lane == 0) s_warp[warp] = carry;
+  __syncthreads();
+
+  // 2. The warps before this one, and the tile's total (a fixed order).
+  A warp_prefix = 0, tile_total = 0;
+#pragma unroll
+  for (int w = 0; w < kWarps; ++w) {
+    const A v = s_warp[w];
+    if (w < warp) warp_prefix += v;
+    tile_total += v;
+  }
+
+  // 3. Warp 0: publish the aggregate, look back, publish the inclusive prefix.
+  if (warp == 0) {
+    A prefix = 0;
+    if (t == 0) {
+      if (lane == 0) store_status(g_status, kFlagInclusive | bits_of(tile_total));
+    } else {
+      if (lane == 0) store_status(g_status + t, kFlagAggregate | bits_of(tile_total));
+      if constexpr (FirstSleepNs > 0) __nanosleep(FirstSleepNs);  // the predecessors need about this long
+      prefix = lookback<A, SleepNs>(g_status, t);
+      if (lane == 0) store_status(g_status + t, kFlagInclusive | bits_of(prefix + tile_total));
+    }
+    if (lane == 0) s_prefix = prefix;
+  }
+  __syncthreads();
+
+  // 4. Results out, in the layout they were loaded in.
+  const A offset = s_prefix + warp_prefix;
+  const std::int64_t wbase = t * V3Tile<V>::kElems + warp * V3Tile<V>::kWarpElems;
+  if (aligned && (t + 1) * V3Tile<V>::kElems <= n) {
+    Vt* g_v = reinterpret_cast<Vt*>(g_out + wbase);
+#pragma unroll
+    for (int k = 0; k < V; ++k) {
+      Vt q = cur[k];
+      q.x += offset, q.y += offset, q.z += offset, q.w += offset;
+      g_v[k * 32 + lane] = q;
+    }
+  } else {
+#pragma unroll
+    for (int k = 0; k < V; ++k) {
+      const std::int64_t i = wbase + (k * 32 + lane) * 4;
+      const A e[4] = {cur[k].x, cur[k].y, cur[k].z, cur[k].w};
+#pragma unroll
+      for (int c = 0; c < 4; ++c)
+        if (i + c < n) g_out[i + c] = e[c] + offset;
+    }
+  }
+}
+
 // ---------------------------------------------------------------------------------------
 // Launchers
 // ---------------------------------------------------------------------------------------
@@ -322,6 +491,29 @@ void run_scan_v2(const klab::Launch& l) {
   });
 }
 
+// v3: [ticket (8 bytes)][status word per tile], zeroed before every launch (as v2).
+template <int V>
+std::size_t v3_workspace(const Problem& p) {
+  return 8 * (1 + static_cast<std::size_t>(klab::ceil_div<std::int64_t>(p.shape[0], V3Tile<V>::kElems)));
+}
+
+template <int V, int SleepNs, int FirstSleepNs>
+void run_scan_v3(const klab::Launch& l) {
+  const std::int64_t n = l.problem.shape[0];
+  if (n == 0) return;
+  const std::int64_t tiles = klab::ceil_div<std::int64_t>(n, V3Tile<V>::kElems);
+  KLAB_CHECK_CUDA(cudaMemsetAsync(l.workspace, 0, v3_workspace<V>(l.problem), l.stream));
+  auto* ticket = static_cast<unsigned int*>(l.workspace);
+  auto* status = static_cast<unsigned long long*>(l.workspace) + 1;
+  const bool aligned = reinterpret_cast<std::uintptr_t>(l.in[0].data) % 16 == 0 &&
+                       reinterpret_cast<std::uintptr_t>(l.out[0].data) % 16 == 0;
+  dispatch_scan(l.problem.dtype, [&]<class In, class A>() {
+    scan_v3<In, A, V, SleepNs, FirstSleepNs><<<static_cast<unsigned>(tiles), kThreads, 0, l.stream>>>(
+        l.in[0].as<In>(), reinterpret_cast<A*>(l.out[0].data), n, status, ticket, aligned);
+    KLAB_CHECK_LAUNCH();
+  });
+}
+
 std::size_t cub_scan_bytes(const Problem& p) {
   std::size_t bytes = 0;
   dispatch_scan(p.dtype, [&]<class In, class A>() {
@@ -381,6 +573,12 @@ KLAB_REGISTER(klab::register_impl({.op = "scan", .name = "v1_scan_then_propagate
 KLAB_REGISTER(klab::register_impl({.op = "scan", .name = "v2_decoupled_lookback",
                                    .summary = "one pass: tile ids from a counter, published totals, warp look-back",
                                    .kind = klab::ImplKind::cuda, .workspace = v2_workspace, .run = run_scan_v2}));
+// V = 8 float4s per thread, 500 ns between polls, 1000 ns before the first (measured best
+// of V = 4, 6, 8 and sleeps 0, 200, 500, 1000 ns; README).
+KLAB_REGISTER(klab::register_impl({.op = "scan", .name = "v3_reg_tiles_backoff",
+                                   .summary = "one pass: 8192-element register tiles, look-back with sleeps between polls",
+                                   .kind = klab::ImplKind::cuda, .workspace = v3_workspace<8>,
+                                   .run = run_scan_v3<8, 500, 1000>}));
 KLAB_REGISTER(klab::register_impl({.op = "scan", .name = "cub",
                                    .summary = "cub::DeviceScan::InclusiveSum",
                                    .kind = klab::ImplKind::vendor, .workspace = cub_scan_bytes,

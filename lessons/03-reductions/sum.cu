@@ -12,6 +12,10 @@
 //   v4_vec_last_block  16-byte loads, 4 in flight per thread, one launch: the last block to
 //                      finish (found with an atomic ticket) adds the partials in a fixed
 //                      order; deterministic, no memset, no second launch
+//   v5_dynamic_chunks  v4's loads, but blocks take 16 KB chunks from an atomic counter
+//                      (one grab ahead) until none are left: SMs that the memory system
+//                      serves faster take more. One launch, no memset. fp32: NOT bitwise
+//                      reproducible (which chunks a block adds depends on timing); int32: exact
 //   cub                cub::DeviceReduce::Sum
 //   triton             reduce_triton.py: two launches (chunk partials, then one program)
 //   exercise           exercise.cu: the warp-shuffle block reduction, written by you
@@ -172,6 +176,75 @@ __global__ void __launch_bounds__(kThreads) sum_v4(const In* __restrict__ g_in, 
   }
 }
 
+// v5_dynamic_chunks: v4's loads, but the work is handed out at run time. A grid of exactly
+// the resident blocks, each taking chunks of 1024 float4s (16 KB: 4 loads in flight per
+// thread) from an atomic counter until none are left. With a fixed grid stride (v4) every
+// block gets the same share, so the run ends when the slowest SM finishes its share; with
+// chunks on demand, an SM that is served faster by the memory system simply takes more
+// chunks, and all SMs finish within one chunk of each other. Chunks are taken in order, so
+// the bytes in flight stay in one compact window of the array (an equal contiguous range
+// per block, CUB's "even share" at one block per slot, measured far slower: 77% of peak).
+//  - The first chunk of block b is chunk b (no wait); the counter hands out chunks G, G+1, ...
+//  - Thread 0 asks for the NEXT chunk as soon as it knows the current one, so the atomic's
+//    round trip overlaps the current loads; the index goes through a double-buffered shared
+//    slot, one __syncthreads per chunk.
+//  - Finish as v4 (last block adds the partials in a fixed order), and that block resets
+//    the counter for the next launch (every block has made its last grab by then).
+// fp32: NOT bitwise reproducible: which chunks a block adds, and so the partials, depend on
+// timing. int32: exact.
+__device__ unsigned int g_sum_chunk;  // chunks handed out beyond the first G; zero between launches
+
+constexpr int kV5Unroll = 4, kV5Chunk = kV5Unroll * kThreads;  // float4s per chunk (16 KB)
+
+template <class In, class A>
+__global__ void __launch_bounds__(kThreads) sum_v5(const In* __restrict__ g_in, A* __restrict__ g_partial,
+                                                    A* __restrict__ g_out, std::int64_t n, bool aligned) {
+  using V = typename Vec4<A>::type;
+  static_assert(sizeof(In) == sizeof(A), "In and A reinterpret the same 4-byte words");
+  __shared__ unsigned int s_chunk[2];
+  A r_acc = 0;
+  const std::int64_t nvec = aligned ? n / 4 : 0;  // misaligned input: all of it goes the scalar way
+  const unsigned nchunks = static_cast<unsigned>(nvec / kV5Chunk);
+  const V* g_v = reinterpret_cast<const V*>(g_in);
+  unsigned c = blockIdx.x;  // the first chunk needs no counter
+  unsigned r_next = 0;      // thread 0: the next chunk, asked for one chunk ahead
+  if (threadIdx.x == 0 && c < nchunks) r_next = gridDim.x + atomicAdd(&g_sum_chunk, 1u);
+  for (int it = 0; c < nchunks; ++it) {
+    const V* g_c = g_v + static_cast<std::int64_t>(c) * kV5Chunk + threadIdx.x;
+    V r[kV5Unroll];  // (4 float4) per thread: all four loads issued before the first add
+#pragma unroll
+    for (int u = 0; u < kV5Unroll; ++u) r[u] = __ldg(g_c + u * kThreads);
+    if (threadIdx.x == 0) s_chunk[it & 1] = r_next;  // slot it&1 was last read before the previous barrier
+#pragma unroll
+    for (int u = 0; u < kV5Unroll; ++u) r_acc += hsum<A>(r[u]);
+    __syncthreads();
+    c = s_chunk[it & 1];
+    if (threadIdx.x == 0 && c < nchunks) r_next = gridDim.x + atomicAdd(&g_sum_chunk, 1u);
+  }
+  // The rest: the float4s past the last whole chunk, then the n % 4 tail (grid-stride).
+  const std::int64_t tid = static_cast<std::int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
+  const std::int64_t gstep = static_cast<std::int64_t>(gridDim.x) * blockDim.x;
+  for (std::int64_t v = static_cast<std::int64_t>(nchunks) * kV5Chunk + tid; v < nvec; v += gstep)
+    r_acc += hsum<A>(__ldg(g_v + v));
+  const A* g_s = reinterpret_cast<const A*>(g_in);
+  for (std::int64_t i = nvec * 4 + tid; i < n; i += gstep) r_acc += g_s[i];
+  r_acc = l03::block_sum(r_acc);
+
+  __shared__ bool s_last;
+  if (threadIdx.x == 0) {
+    g_partial[blockIdx.x] = r_acc;
+    __threadfence();
+    s_last = atomicInc(&g_sum_ticket, gridDim.x - 1) == gridDim.x - 1;
+  }
+  __syncthreads();
+  if (!s_last) return;
+  if (threadIdx.x == 0) g_sum_chunk = 0;  // all grabs are done: ready for the next launch
+  A r_tot = 0;
+  for (unsigned b = threadIdx.x; b < gridDim.x; b += blockDim.x) r_tot += __ldcg(&g_partial[b]);
+  r_tot = l03::block_sum(r_tot);
+  if (threadIdx.x == 0) g_out[0] = r_tot;
+}
+
 template <class A>
 __global__ void divide_by_n(A* g_x, std::int64_t n) {
   g_x[0] = static_cast<A>(static_cast<double>(g_x[0]) / static_cast<double>(n));
@@ -284,6 +357,28 @@ void run_sum_v4(const klab::Launch& l) {
   dispatch_sum(l.problem.dtype, [&]<class In, class A>() {
     const bool aligned = reinterpret_cast<std::uintptr_t>(l.in[0].data) % 16 == 0;
     sum_v4<In, A, Divide><<<v4_grid<Divide>(l.problem.dtype, n), kThreads, 0, l.stream>>>(
+        l.in[0].as<In>(), static_cast<A*>(l.workspace), reinterpret_cast<A*>(l.out[0].data), n, aligned);
+    KLAB_CHECK_LAUNCH();
+  });
+}
+
+// v5: the resident blocks, fewer when n is small (at least one chunk's worth per block).
+int v5_grid(DType t, std::int64_t n) {
+  int cap = 0;
+  dispatch_sum(t, [&]<class In, class A>() {
+    static const int c = l03::resident_blocks(sum_v5<In, A>, kThreads);
+    cap = c;
+  });
+  return l03::grid_for(n, kV5Chunk * 4, cap);
+}
+
+std::size_t v5_workspace(const Problem& p) { return static_cast<std::size_t>(v5_grid(p.dtype, p.shape[0])) * 4; }
+
+void run_sum_v5(const klab::Launch& l) {
+  const std::int64_t n = l.problem.shape[0];
+  dispatch_sum(l.problem.dtype, [&]<class In, class A>() {
+    const bool aligned = reinterpret_cast<std::uintptr_t>(l.in[0].data) % 16 == 0;
+    sum_v5<In, A><<<v5_grid(l.problem.dtype, n), kThreads, 0, l.stream>>>(
         l.in[0].as<In>(), static_cast<A*>(l.workspace), reinterpret_cast<A*>(l.out[0].data), n, aligned);
     KLAB_CHECK_LAUNCH();
   });
@@ -441,6 +536,9 @@ KLAB_REGISTER(klab::register_impl({.op = "sum", .name = "v4_vec_last_block",
                                    .summary = "16-byte loads x4 in flight, last block adds partials: 1 launch, deterministic",
                                    .kind = klab::ImplKind::cuda, .workspace = v4_workspace<false>,
                                    .run = run_sum_v4<false>}));
+KLAB_REGISTER(klab::register_impl({.op = "sum", .name = "v5_dynamic_chunks",
+                                   .summary = "16 KB chunks from an atomic counter, resident grid, last block (f32 not bitwise reproducible)",
+                                   .kind = klab::ImplKind::cuda, .workspace = v5_workspace, .run = run_sum_v5}));
 KLAB_REGISTER(klab::register_impl({.op = "sum", .name = "cub",
                                    .summary = "cub::DeviceReduce::Sum",
                                    .kind = klab::ImplKind::vendor,
