@@ -41,17 +41,31 @@ struct MD {
   float m, d;
 };
 
+// 2^x on the special-function unit (MUFU.EX2): one instruction, relative error about 2^-22
+// (PTX ISA, ex2.approx), what Triton's tl.exp compiles to. -inf gives +0; results below
+// 2^-126 flush to 0 (an output that small is below every tolerance's atol anyway).
+__device__ __forceinline__ float ex2_approx(float x) {
+  float y;
+  asm("ex2.approx.ftz.f32 %0, %1;" : "=f"(y) : "f"(x));
+  return y;
+}
+
+// kLog2 = true: the same state in base 2 (v6, v7): m is the max times log2(e) and
+// d = sum of 2^(x * log2(e) - m), so the merge needs ex2 instead of exp.
+template <bool kLog2 = false>
 __device__ __forceinline__ MD md_merge(MD a, MD b) {
   const float m = fmaxf(a.m, b.m);
   if (m == -INFINITY) return {m, 0.f};
-  return {m, a.d * expf(a.m - m) + b.d * expf(b.m - m)};   // exp(-inf - finite) = 0
+  if constexpr (kLog2) return {m, a.d * ex2_approx(a.m - m) + b.d * ex2_approx(b.m - m)};
+  else return {m, a.d * expf(a.m - m) + b.d * expf(b.m - m)};   // exp(-inf - finite) = 0
 }
 
+template <bool kLog2 = false>
 __device__ __forceinline__ MD warp_merge(MD v) {
 #pragma unroll
   for (int o = 16; o > 0; o >>= 1) {
     MD other{__shfl_xor_sync(kFull, v.m, o), __shfl_xor_sync(kFull, v.d, o)};
-    v = md_merge(v, other);
+    v = md_merge<kLog2>(v, other);
   }
   return v;   // every lane holds the merge of the whole warp
 }
@@ -67,14 +81,15 @@ __device__ __forceinline__ float warp_sum(float v) {
 // merges the (at most 32) warp results again, so every thread ends up with the block's
 // state and no second barrier or broadcast is needed. s_md holds 32 entries.
 // The caller must __syncthreads() before calling it again with the same s_md.
+template <bool kLog2 = false>
 __device__ __forceinline__ MD block_merge(MD v, MD* s_md) {
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
   const int warps = (blockDim.x + 31) >> 5;
-  v = warp_merge(v);
+  v = warp_merge<kLog2>(v);
   if (lane == 0) s_md[warp] = v;
   __syncthreads();
   MD w = lane < warps ? s_md[lane] : MD{-INFINITY, 0.f};
-  return warp_merge(w);
+  return warp_merge<kLog2>(w);
 }
 
 // The same for a plain sum (row_normalize, softmax_bwd).
