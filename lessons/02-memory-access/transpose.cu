@@ -10,7 +10,7 @@
 //   v4_tile64_ilp    64x64 padded tile, 16 elements per thread, all 16 loads issued before
 //                    the first store: more bytes in flight per SM (what HBM needs); bf16
 //                    moves 4-byte words (2x2 blocks transposed in registers) through a
-//                    64x128 tile, the same bytes per thread as f32 (transpose_v4_pairs)
+//                    128x128 tile (transpose_v4_pairs)
 //   cublas           cublasSgeam(C = A^T), f32 only: cuBLAS has no bf16 geam
 //   triton           transpose_triton.py (tile 64x64, tl.trans)
 //   exercise         exercise.cu: write the shared-memory tile yourself
@@ -168,32 +168,34 @@ __global__ void __launch_bounds__(256) transpose_v4(const W* __restrict__ g_x, W
 }
 
 // v4 for 2-byte elements: global memory is moved as 4-byte words (a warp moves 128 bytes
-// per instruction; 2-byte lanes would move 64), 16 words per thread in flight (64 bytes, as
-// many as the f32 version), and the 2x2 transposes inside the words are done in registers,
+// per instruction; 2-byte lanes would move 64), 32 words per thread in flight (128 bytes,
+// twice the f32 version's), and the 2x2 transposes inside the words are done in registers,
 // so shared memory sees only whole words — one store and one load per word, as in f32.
 // (A tile of 2-byte elements costs two 2-byte shared stores and two loads per word;
 // measured: 89% of copy against the f32 version's 93-95%.)
 //
-// The tile is 64 rows x 128 columns of x. Thread (lane, ty) owns row pairs rp and column
-// pairs cp (8 of each combination) and loads the two words
+// The tile is 128 rows x 128 columns of x, so a warp writes 256 contiguous bytes of each
+// row of y (64 rows would give 128-byte pieces). Thread (lane, ty) owns row pairs rp and
+// column pairs cp (16 combinations) and loads the two words
 //   lo = (x[2rp][2cp], x[2rp][2cp+1]),  hi = (x[2rp+1][2cp], x[2rp+1][2cp+1])
 // whose transpose is
 //   y row 2cp:   (x[2rp][2cp],   x[2rp+1][2cp])   = __byte_perm(lo, hi, 0x5410)
 //   y row 2cp+1: (x[2rp][2cp+1], x[2rp+1][2cp+1]) = __byte_perm(lo, hi, 0x7632)
-// stored as word rp of row 2cp / 2cp+1 of s_w (128 rows of y, 32 words each). A warp's
-// lanes are 16 column pairs x 2 row pairs: word (2cp·33 + rp) -> bank (2cp + rp) % 32, all
-// 32 different; the write-out reads a row of s_w across the lanes: conflict-free too.
+// stored as word rp of row 2cp / 2cp+1 of s_w (128 rows of y, 64 words each, pitch 65). A
+// warp's lanes are 16 column pairs x 2 row pairs: word (2cp·65 + rp) -> bank (2cp + rp) %
+// 32, all 32 different; the write-out reads rows of s_w across the lanes: conflict-free.
 // Words need even rows and cols; otherwise, and on edge tiles, single elements are moved
-// through the same shared memory seen as a (64, 129) tile of 2-byte elements.
-constexpr int kPairRows = 64, kPairCols = 128;   // the 2-byte tile: (64, 128) of x
+// through the same shared memory seen as a (128, 129) tile of 2-byte elements.
+constexpr int kPairRows = 128, kPairCols = 128;   // the 2-byte tile: (128, 128) of x
 
 __global__ void __launch_bounds__(256) transpose_v4_pairs(const std::uint16_t* __restrict__ g_x,
                                                           std::uint16_t* __restrict__ g_y, std::int64_t rows,
                                                           std::int64_t cols) {
-  constexpr int TR = kPairRows, TC = kPairCols, WP = TR / 2 + 1;      // word pitch 33
-  __shared__ std::uint32_t s_w[TC * WP];                                // (128, 33) words
+  constexpr int TR = kPairRows, TC = kPairCols, WP = TR / 2 + 1;      // word pitch 65
+  constexpr int RB = TR / 32;                                           // row-pair steps
+  __shared__ std::uint32_t s_w[TC * WP];                                // (128, 65) words
   static_assert(TR * (TC + 1) * 2 <= sizeof(s_w), "the element view fits");
-  std::uint16_t* s_h = reinterpret_cast<std::uint16_t*>(s_w);         // (64, 129) halves
+  std::uint16_t* s_h = reinterpret_cast<std::uint16_t*>(s_w);         // (128, 129) halves
   const int tx = threadIdx.x, ty = threadIdx.y;
   const int cpl = tx % 16, rpl = tx / 16;
   const std::int64_t c0 = static_cast<std::int64_t>(blockIdx.x) * TC;
@@ -203,9 +205,9 @@ __global__ void __launch_bounds__(256) transpose_v4_pairs(const std::uint16_t* _
     const std::int64_t r0 = tr * TR;
     const bool full = even && (r0 + TR <= rows) && (c0 + TC <= cols);
     if (full) {
-      std::uint32_t r_w[2][4][2];  // [row-pair step b][column-pair step a][lo, hi]: 16 loads first
+      std::uint32_t r_w[RB][4][2];  // [row-pair step b][column-pair step a][lo, hi]: 32 loads first
 #pragma unroll
-      for (int b = 0; b < 2; ++b)
+      for (int b = 0; b < RB; ++b)
 #pragma unroll
         for (int a = 0; a < 4; ++a)
 #pragma unroll
@@ -214,7 +216,7 @@ __global__ void __launch_bounds__(256) transpose_v4_pairs(const std::uint16_t* _
             r_w[b][a][e] = *reinterpret_cast<const std::uint32_t*>(g_x + (r0 + 2 * rp + e) * cols + c0 + 2 * cp);
           }
 #pragma unroll
-      for (int b = 0; b < 2; ++b)
+      for (int b = 0; b < RB; ++b)
 #pragma unroll
         for (int a = 0; a < 4; ++a) {
           const int rp = rpl + 2 * ty + 16 * b, cp = cpl + 16 * a;
@@ -223,10 +225,12 @@ __global__ void __launch_bounds__(256) transpose_v4_pairs(const std::uint16_t* _
         }
       __syncthreads();
 #pragma unroll
-      for (int k = 0; k < TC / 8; ++k) {
-        const int j = ty + 8 * k;
-        *reinterpret_cast<std::uint32_t*>(g_y + (c0 + j) * rows + r0 + 2 * tx) = s_w[j * WP + tx];
-      }
+      for (int k = 0; k < TC / 8; ++k)
+#pragma unroll
+        for (int h = 0; h < TR / 64; ++h) {
+          const int j = ty + 8 * k;
+          *reinterpret_cast<std::uint32_t*>(g_y + (c0 + j) * rows + r0 + 64 * h + 2 * tx) = s_w[j * WP + 32 * h + tx];
+        }
     } else {
 #pragma unroll
       for (int h = 0; h < TC / 32; ++h)
