@@ -11,7 +11,7 @@
 //   matmul_cublas.cu      cublas (pedantic fp32 / bf16), cublas_tf32      the baselines
 //   matmul_triton.py      triton (+ matmul_triton_impl.cu)
 //   gemv.cu               gemv v1_thread_per_row, v2_warp_per_row, cublas
-//   (Hopper: a matmul_hopper.cu with v13_wgmma_tma... registers into the same ops; nothing
+//   (Hopper: a matmul_hopper.cu with v14_wgmma_tma... registers into the same ops; nothing
 //    here changes.)
 //
 //   klab test 05                         verify every impl on the edge shapes

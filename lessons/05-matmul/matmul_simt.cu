@@ -14,7 +14,7 @@
 //   v7_warptiling   warp tiles (64x32) whose lanes read conflict-free float4 rows of the
 //                   shared tiles, 4x4 sub-tiles per lane, and a register-staged double buffer
 //                   (the next tile's global loads overlap the current tile's FMAs)
-//   v8_autotuned    v7's kernel in five tile configurations; the first call for a shape
+//   v8_autotuned    v7's kernel in eleven tile configurations; the first call for a shape
 //                   times them all and caches the winner (matmul_autotune.cu)
 //
 // Every version handles any M, N, K (tiles are zero-filled past the edges, stores are
@@ -297,28 +297,32 @@ __global__ void __launch_bounds__(256) v5_regtile_2d_kernel(GemmArgs g, bool c_v
 // tile k+1 go to registers before the FMAs of tile k and to the other shared buffer after
 // them, so memory latency hides behind arithmetic; one barrier per K tile.
 // ======================================================================================
-template <int BM_, int BN_, int BK_, int WM_, int WN_>
+template <int BM_, int BN_, int BK_, int WM_, int WN_, int MIN_BLOCKS_ = 1>
 struct WarpTileConfig {
   static constexpr int BM = BM_, BN = BN_, BK = BK_, WM = WM_, WN = WN_;
+  static constexpr int MIN_BLOCKS = MIN_BLOCKS_;   // blocks per SM the registers must allow
   static constexpr int LM = 8, LN = 4;                  // lanes along M and N
   static constexpr int MI = WM / (LM * 4), NI = WN / (LN * 4);
   static constexpr int WARPS_M = BM / WM, WARPS_N = BN / WN;
   static constexpr int NT = WARPS_M * WARPS_N * 32;
   static constexpr int SPA = BM + 4, SPB = BN + 4;
   static constexpr int SMEM_FLOATS = 2 * BK * (SPA + SPB);  // double buffer
+  static constexpr int SMEM_BYTES = SMEM_FLOATS * 4;
   static_assert(MI >= 1 && NI >= 1 && WM % 32 == 0 && WN % 16 == 0, "warp tile = lanes x 4x4 sub-tiles");
   static_assert(BM % WM == 0 && BN % WN == 0, "warps tile the block");
-  static_assert(SMEM_FLOATS * 4 <= 48 * 1024, "static shared memory");
+  static_assert(SMEM_BYTES <= 227 * 1024, "over the 227 KB a block may use");
 };
 
 template <class Cfg, bool AK, bool BK, bool VEC>
-__global__ void __launch_bounds__(Cfg::NT) v7_warptile_kernel(GemmArgs g, bool c_vec) {
+__global__ void __launch_bounds__(Cfg::NT, Cfg::MIN_BLOCKS) v7_warptile_kernel(GemmArgs g, bool c_vec) {
   constexpr int BM = Cfg::BM, BN = Cfg::BN, BKT = Cfg::BK, NT = Cfg::NT;
   constexpr int SPA = Cfg::SPA, SPB = Cfg::SPB, MI = Cfg::MI, NI = Cfg::NI;
   using LoadA = TileLoader<BM, BKT, SPA, NT, AK, VEC>;
   using LoadB = TileLoader<BN, BKT, SPB, NT, BK, VEC>;
-  __shared__ __align__(16) float s_A[2][BKT * SPA];  // (stage, BK, BM)
-  __shared__ __align__(16) float s_B[2][BKT * SPB];  // (stage, BK, BN)
+  // Dynamic shared memory: the larger configurations need more than the 48 KB static limit.
+  extern __shared__ __align__(16) float smem[];
+  auto s_A = [&](int stage) { return smem + stage * BKT * SPA; };                  // (2, BK, BM)
+  auto s_B = [&](int stage) { return smem + 2 * BKT * SPA + stage * BKT * SPB; };  // (2, BK, BN)
 
   const auto z = matmul::z_slice<AK, BK, float, float>(g);
   const int tid = threadIdx.x, lane = tid % 32, warp = tid / 32;
@@ -333,8 +337,8 @@ __global__ void __launch_bounds__(Cfg::NT) v7_warptile_kernel(GemmArgs g, bool c
   if (k_tiles > 0) {
     LoadA::fetch(z.A, g.lda, m0, 0, g.M, z.k_len, tid, r_ga);
     LoadB::fetch(z.B, g.ldb, n0, 0, g.N, z.k_len, tid, r_gb);
-    LoadA::store(s_A[0], tid, r_ga);
-    LoadB::store(s_B[0], tid, r_gb);
+    LoadA::store(s_A(0), tid, r_ga);
+    LoadB::store(s_B(0), tid, r_gb);
     __syncthreads();
   }
   for (int kt = 0; kt < k_tiles; ++kt) {
@@ -344,8 +348,8 @@ __global__ void __launch_bounds__(Cfg::NT) v7_warptile_kernel(GemmArgs g, bool c
       LoadA::fetch(z.A, g.lda, m0, (kt + 1) * BKT, g.M, z.k_len, tid, r_ga);
       LoadB::fetch(z.B, g.ldb, n0, (kt + 1) * BKT, g.N, z.k_len, tid, r_gb);
     }
-    const float* sa = s_A[cur];
-    const float* sb = s_B[cur];
+    const float* sa = s_A(cur);
+    const float* sb = s_B(cur);
 #pragma unroll
     for (int k = 0; k < BKT; ++k) {
       float r_a[MI * 4], r_b[NI * 4];
@@ -365,8 +369,8 @@ __global__ void __launch_bounds__(Cfg::NT) v7_warptile_kernel(GemmArgs g, bool c
         for (int j = 0; j < NI * 4; ++j) r_acc[i][j] += r_a[i] * r_b[j];
     }
     if (more) {  // the other buffer was last read in iteration kt-1, before its barrier
-      LoadA::store(s_A[cur ^ 1], tid, r_ga);
-      LoadB::store(s_B[cur ^ 1], tid, r_gb);
+      LoadA::store(s_A(cur ^ 1), tid, r_ga);
+      LoadB::store(s_B(cur ^ 1), tid, r_gb);
     }
     __syncthreads();
   }
@@ -398,6 +402,19 @@ using Cfg128x64 = WarpTileConfig<128, 64, 16, 64, 32>;
 using Cfg64x128 = WarpTileConfig<64, 128, 16, 32, 64>;
 using Cfg64x64 = WarpTileConfig<64, 64, 16, 32, 32>;
 using Cfg128x128k8 = WarpTileConfig<128, 128, 8, 32, 64>;
+// Larger thread tiles (8x16 and 16x8 outputs per thread, 128 accumulators): 6 float4 shared
+// loads per 128 FMAs instead of 4 per 64, at the price of one 256-thread block per SM.
+using Cfg128x256k8 = WarpTileConfig<128, 256, 8, 64, 64>;
+using Cfg256x128k8 = WarpTileConfig<256, 128, 8, 128, 32>;
+// The same thread tiles with BK 16 (half the barriers per FMA), and 128x128 with 4 warps of
+// 64x64: a small block (128 threads) so that 2-3 blocks share an SM and one block's barrier
+// stall overlaps another's FMAs.
+using Cfg128x256 = WarpTileConfig<128, 256, 16, 64, 64>;
+using Cfg256x128 = WarpTileConfig<256, 128, 16, 128, 32>;
+using Cfg128x128w64 = WarpTileConfig<128, 128, 16, 64, 64>;
+// v7's tile with registers capped at 128 so that two blocks (16 warps) share an SM: left to
+// itself the compiler takes 159 registers, one block per SM.
+using Cfg128x128x2 = WarpTileConfig<128, 128, 16, 64, 32, 2>;
 
 // ======================================================================================
 // Launchers
@@ -482,8 +499,17 @@ void launch_warptile(const GemmArgs& g, const std::string& variant, int batch, c
   const dim3 grid = tile_grid(g, Cfg::BM, Cfg::BN, batch);
   const bool vec = matmul::operands_aligned(g, 4, 16), cv = c_vec_ok(g);
   matmul::dispatch_layout(variant, [&]<bool AK, bool BK>() {
-    if (vec) v7_warptile_kernel<Cfg, AK, BK, true><<<grid, Cfg::NT, 0, s>>>(g, cv);
-    else v7_warptile_kernel<Cfg, AK, BK, false><<<grid, Cfg::NT, 0, s>>>(g, cv);
+    auto launch = [&]<bool VEC>() {
+      auto kernel = v7_warptile_kernel<Cfg, AK, BK, VEC>;
+      static bool attr_set = false;  // per instantiation; above 48 KB needs the opt-in
+      if (!attr_set) {
+        KLAB_CHECK_CUDA(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, Cfg::SMEM_BYTES));
+        attr_set = true;
+      }
+      kernel<<<grid, Cfg::NT, Cfg::SMEM_BYTES, s>>>(g, cv);
+    };
+    if (vec) launch.template operator()<true>();
+    else launch.template operator()<false>();
   });
   KLAB_CHECK_LAUNCH();
 }
@@ -496,9 +522,14 @@ void run_v7(const klab::Launch& L) {
 
 using WarptileLaunch = void (*)(const GemmArgs&, const std::string&, int, cudaStream_t);
 constexpr WarptileLaunch kV8Candidates[] = {
-    launch_warptile<Cfg128x128>, launch_warptile<Cfg128x64>, launch_warptile<Cfg64x128>,
-    launch_warptile<Cfg64x64>, launch_warptile<Cfg128x128k8>,
+    launch_warptile<Cfg128x128>,   launch_warptile<Cfg128x64>,    launch_warptile<Cfg64x128>,
+    launch_warptile<Cfg64x64>,     launch_warptile<Cfg128x128k8>, launch_warptile<Cfg128x256k8>,
+    launch_warptile<Cfg256x128k8>, launch_warptile<Cfg128x256>,   launch_warptile<Cfg256x128>,
+    launch_warptile<Cfg128x128w64>, launch_warptile<Cfg128x128x2>,
 };
+const std::vector<std::string> kV8Names = {"128x128x16", "128x64x16",  "64x128x16",  "64x64x16",
+                                           "128x128x8",  "128x256x8",  "256x128x8",  "128x256x16",
+                                           "256x128x16", "128x128x16/4w", "128x128x16/2blk"};
 
 void run_v8(const klab::Launch& L) {
   GemmArgs g = matmul::gemm_args(L);
@@ -506,8 +537,9 @@ void run_v8(const klab::Launch& L) {
   const int batch = batch_of(L);
   const std::string key = "simt|" + L.problem.label() + "|" + std::to_string(batch);
   constexpr int n = static_cast<int>(sizeof(kV8Candidates) / sizeof(kV8Candidates[0]));
-  const int best = matmul::autotune(key, n, 0, [&](int c) { kV8Candidates[c](g, L.problem.variant, batch, L.stream); },
-                                    L.stream);
+  static_assert(n == 11, "kV8Names labels every candidate");
+  const int best = matmul::autotune(
+      key, n, 0, [&](int c) { kV8Candidates[c](g, L.problem.variant, batch, L.stream); }, L.stream, kV8Names);
   kV8Candidates[best](g, L.problem.variant, batch, L.stream);
 }
 
@@ -539,7 +571,7 @@ bool register_all() {
   add("matmul", "v5_regtile_2d", "128x128 tiles, an 8x8 outer product per thread", run_v5_v6<false>);
   add("matmul", "v6_vectorized", "v5 with 16-byte global and shared loads", run_v5_v6<true>);
   add("matmul", "v7_warptiling", "warp tiles, conflict-free float4 lanes, double buffer", run_v7);
-  add("matmul", "v8_autotuned", "v7 in 5 tile shapes, the fastest chosen per shape and cached", run_v8);
+  add("matmul", "v8_autotuned", "v7 in 11 tile configurations, the fastest chosen per shape and cached", run_v8);
   add("matmul_batched", "v7_warptiling", "v7 with blockIdx.z over the batch", run_v7);
   add("matmul_batched", "v8_autotuned", "v8 with blockIdx.z over the batch", run_v8);
   return true;

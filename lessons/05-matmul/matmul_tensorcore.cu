@@ -13,6 +13,10 @@
 //                      multiplied), the XOR swizzle that spreads every ldmatrix over all
 //                      32 banks, and a grouped tile order so consecutive blocks share
 //                      their A rows in L2
+//   v13_mma_autotuned  v11's pipeline with 64x64 warp tiles (per k16 step a warp issues 8
+//                      ldmatrix for 32 mma; v11: 6 for 16) in four block configurations
+//                      (128x256 with 8 warps, 128x128 with 4 warps and two blocks per SM;
+//                      BK 64 or 32; 3 or 4 stages), the fastest chosen per shape and cached
 //
 // Any M, N, K and all three layouts: tiles are zero-filled past M, N and K (cp.async with
 // a source size below 16 fills the rest with zeros), stores are guarded. cp.async needs
@@ -20,7 +24,7 @@
 // kernel is instantiated with plain loads (ASYNC = false) — correct, slower.
 //
 // The Hopper versions (TMA + wgmma, warp specialisation, persistent) go in a file of their
-// own that registers v13_... impls for the same ops, guarded with __CUDA_ARCH__ >= 900.
+// own that registers v14_... impls for the same ops, guarded with __CUDA_ARCH__ >= 900.
 //
 //   klab test 05 --op matmul --dtype bf16
 //   klab bench 05 --op matmul --dtype bf16 --variant nt --shape 4096x4096x4096
@@ -143,6 +147,110 @@ __device__ __forceinline__ void load_tile(const bf16* g, int64_t ld, int r0, int
   }
 }
 
+// The cp.async path of load_tile with the per-chunk arithmetic done once per thread.
+// load_tile recomputes every chunk's row, column, 64-bit address, swizzled offset and
+// bounds on every K tile: ~20 instructions per 16-byte copy, more than the tensor-core work
+// they feed at BK = 32 (measured on v11: 6 issued instructions per mma). Here a thread's
+// chunks of one tile are RSTEP rows apart in the same chunk column, so
+//   - the shared offsets are its first chunk's plus i·RSTEP rows (the swizzle key, a
+//     function of row mod 8, is the same for all: RSTEP is a multiple of 8),
+//   - the global addresses are its first chunk's plus i·RSTEP rows of the operand, and the
+//     next K tile is one fixed step further,
+//   - the bounds of the dimension that does not move with K (M or N) never change: they are
+//     a byte count per chunk (16, a partial chunk at the edge, or 0), computed once.
+// Only a tile that crosses the end of K checks K, chunk by chunk.
+// K_COLS: the tile's columns run along K (an operand stored K-contiguous); otherwise its
+// rows do. X is the operand's other dimension (M for A, N for B), x0 the block's origin.
+template <int ROWS, int COLS, int NT, bool SWZ, bool K_COLS>
+struct AsyncTileCopy {
+  static constexpr int CH = COLS / 8, RSTEP = NT / CH, PER = ROWS / RSTEP;
+  static_assert(NT % CH == 0 && ROWS % RSTEP == 0, "every thread copies whole, evenly spaced chunks");
+  static_assert(!SWZ || RSTEP % 8 == 0, "one swizzle key for all of a thread's chunks");
+  static constexpr int KT = K_COLS ? COLS : ROWS;          // the tile's extent along K
+
+  const bf16* src;       // first chunk, K tile 0
+  int64_t row_pitch;     // elements between a thread's chunks (RSTEP rows of the operand)
+  int64_t k_step;        // elements from one K tile to the next
+  uint32_t dst;          // first chunk's byte offset in a tile
+  int r, c;              // first chunk's tile row and first column (elements)
+  int fixed_bytes[K_COLS ? PER : 1];  // bytes in bounds along X: per chunk, or one for all
+
+  __device__ __forceinline__ AsyncTileCopy(const bf16* g, int64_t ld, int x0, int X, int tid) {
+    r = tid / CH;
+    const int ch = tid % CH;
+    c = ch * 8;
+    dst = tile_off<COLS, SWZ>(r, ch);
+    row_pitch = RSTEP * ld;
+    if constexpr (K_COLS) {            // rows along X: x0 + r + i·RSTEP; columns along K
+      src = g + static_cast<int64_t>(x0 + r) * ld + c;
+      k_step = KT;
+#pragma unroll
+      for (int i = 0; i < PER; ++i) fixed_bytes[i] = x0 + r + i * RSTEP < X ? 16 : 0;
+    } else {                           // rows along K; columns along X: x0 + c .. + 7
+      src = g + static_cast<int64_t>(r) * ld + x0 + c;
+      k_step = static_cast<int64_t>(KT) * ld;
+      fixed_bytes[0] = 2 * max(0, min(8, X - (x0 + c)));
+    }
+  }
+
+  // Copies K tile kt into `tile` (a shared address); k_len bounds the tile's K extent.
+  __device__ __forceinline__ void load(int kt, int k_len, uint32_t tile, const bf16* g) const {
+    const bf16* p = src + kt * k_step;
+    const int k0 = kt * KT;
+    const bool k_whole = k0 + KT <= k_len;
+#pragma unroll
+    for (int i = 0; i < PER; ++i) {
+      int bytes = fixed_bytes[K_COLS ? i : 0];
+      if (!k_whole) {
+        if constexpr (K_COLS) bytes = bytes ? 2 * max(0, min(8, k_len - (k0 + c))) : 0;
+        else bytes = k0 + r + i * RSTEP < k_len ? bytes : 0;
+      }
+      const bf16* q = p + i * row_pitch;
+      cp_async_16(tile + dst + i * RSTEP * COLS * 2, bytes ? static_cast<const void*>(q) : static_cast<const void*>(g),
+                  bytes);
+    }
+  }
+};
+
+// The shared addresses of a warp's ldmatrix loads, with the swizzle worked out once per
+// thread. ldmatrix.x4 lane l gives the address of row l % 8 of 8x8 matrix l / 8; of the
+// two bits of l / 8 one picks the k half of the 16x16 fragment, the other the m (or n)
+// half. Every fragment a lane loads has its row at a multiple of 8 plus l % 8, so the
+// swizzle key is a function of l % 8 alone:
+//   K-contiguous tile (rows m, chunks k): chunk kk/8 + k_half, and as kk/8 is even,
+//     (kk/8 + k_half) ^ key = (kk/8) ^ (k_half ^ key): one lane offset per k16 step; the
+//     row (16 i further per fragment) is added as a constant
+//   M-contiguous tile (rows k, chunks m): chunk w0/8 + 2i + m_half, the same at every k16
+//     step: one lane offset per fragment i; the k row is added as a constant
+// i counts 16-wide fragments (m16 tiles of A, pairs of n8 tiles of B, NF of them). This
+// is what tile_off computes, without the swizzle arithmetic in the inner loop.
+template <int COLS, bool SWZ, bool KMAJ, int BKT, int NF>
+struct FragAddr {
+  static constexpr int RB = COLS * 2, CH = COLS / 8, KS = BKT / 16;
+  static constexpr int LR = RB >= 128 ? 1 : 128 / RB;
+  static constexpr int KEYS = (8 / LR) < CH ? (8 / LR) : CH;
+  uint32_t base;
+  uint32_t off[KMAJ ? KS : NF];
+
+  __device__ __forceinline__ FragAddr(int w0, int outer_half, int k_half, int lr) {
+    const int key = SWZ ? (lr / LR) % KEYS : 0;   // rows are 8-aligned plus lr
+    if constexpr (KMAJ) {
+      base = static_cast<uint32_t>((w0 + outer_half * 8 + lr) * RB);
+#pragma unroll
+      for (int s = 0; s < KS; ++s) off[s] = static_cast<uint32_t>(((2 * s) ^ (k_half ^ key)) * 16);
+    } else {
+      base = static_cast<uint32_t>((k_half * 8 + lr) * RB);
+#pragma unroll
+      for (int i = 0; i < NF; ++i) off[i] = static_cast<uint32_t>(((w0 / 8 + 2 * i + outer_half) ^ key) * 16);
+    }
+  }
+  // Byte offset in the tile of fragment i at k16 step s.
+  __device__ __forceinline__ uint32_t at(int i, int s) const {
+    if constexpr (KMAJ) return base + off[s] + static_cast<uint32_t>(i * 16 * RB);
+    else return base + off[i] + static_cast<uint32_t>(s * 16 * RB);
+  }
+};
+
 template <class TC>
 __device__ __forceinline__ void store_pair(TC* c, int64_t row_off, int n, int N, float v0, float v1, bool pair_ok) {
   if (pair_ok && n + 1 < N) {
@@ -263,9 +371,11 @@ __global__ void __launch_bounds__(256) v9_wmma_kernel(GemmArgs g, bool c_pair) {
 }
 
 // ======================================================================================
-// v10_mma_sync (STAGES 2, plain rows) and v11_mma_pipelined (STAGES 4, swizzled, grouped
-// tile order). 128x128x32 block tile, 8 warps as 2 (M) x 4 (N), warp tile 64x32 =
-// 4 (m16) x 4 (n8) mma tiles, 64 fp32 accumulators per thread.
+// v10_mma_sync (STAGES 2, plain rows), v11_mma_pipelined (STAGES 4, swizzled, grouped tile
+// order) and v13_mma_autotuned: one kernel, configured by MmaConfig. v10/v11 use a
+// 128x128x32 block tile, 8 warps as 2 (M) x 4 (N), warp tile 64x32 = 4 (m16) x 4 (n8) mma
+// tiles, 64 fp32 accumulators per thread. v13's configurations use 64x64 warp tiles = 4 x 8
+// mma tiles, 128 accumulators per thread.
 //
 // Fragments (PTX ISA, mma.m16n8k16 .bf16), g = lane / 4, t = lane % 4:
 //   A regs a0..a3: (row g, k 2t..2t+1), (row g+8, k 2t..), (row g, k 8+2t..), (row g+8, k 8+2t..)
@@ -275,19 +385,38 @@ __global__ void __launch_bounds__(256) v9_wmma_kernel(GemmArgs g, bool c_pair) {
 // two n8 tiles. For an operand stored with K contiguous the 8x8 quarters are read as
 // stored; stored M/N-contiguous they are read transposed (.trans): the same registers.
 // ======================================================================================
-template <int STAGES, bool SWZ, bool GROUPED>
+template <int BM_, int BN_, int BK_, int WARPS_M, int WARPS_N, int STAGES_, bool SWZ_, bool GROUPED_,
+          int MIN_BLOCKS_>
 struct MmaConfig {
-  static constexpr int BM = 128, BN = 128, BK = 32, NT = 256;
+  static constexpr int BM = BM_, BN = BN_, BK = BK_, STAGES = STAGES_, MIN_BLOCKS = MIN_BLOCKS_;
+  static constexpr bool SWZ = SWZ_, GROUPED = GROUPED_;
+  static constexpr int NT = WARPS_M * WARPS_N * 32, WARPS_N_ = WARPS_N;
+  static constexpr int WM = BM / WARPS_M, WN = BN / WARPS_N;   // warp tile
+  static constexpr int MI = WM / 16, NI = WN / 8;              // mma tiles per warp
   static constexpr int TILE_BYTES_A = BM * BK * 2, TILE_BYTES_B = BN * BK * 2;
   static constexpr int STAGE_BYTES = TILE_BYTES_A + TILE_BYTES_B;
   static constexpr int SMEM_BYTES = STAGES * STAGE_BYTES;
   static_assert(STAGES >= 2, "the ring needs a stage to compute and one to load");
+  static_assert(WM % 16 == 0 && WN % 16 == 0 && BK % 16 == 0, "whole m16 / n16 (two n8) / k16 steps");
+  static_assert(SMEM_BYTES <= 227 * 1024, "over the 227 KB a block may use");
 };
+//                       BM   BN  BK WM WN STG  SWZ    GROUPED MINB
+using CfgV10 = MmaConfig<128, 128, 32, 2, 4, 2, false, false, 2>;
+using CfgV11 = MmaConfig<128, 128, 32, 2, 4, 4, true, true, 2>;
+// v13's candidates: big block tiles with 64x64 warp tiles (32 mma per 8 ldmatrix), either
+// 8 warps and one block per SM or 4 warps and two blocks per SM (one block's barrier waits
+// overlap the other's mma), BK 64 (or 32 with a fourth stage).
+using CfgV13a = MmaConfig<128, 256, 64, 2, 4, 3, true, true, 1>;
+using CfgV13b = MmaConfig<128, 256, 64, 2, 4, 4, true, true, 1>;
+using CfgV13c = MmaConfig<128, 128, 64, 2, 2, 3, true, true, 2>;
+using CfgV13d = MmaConfig<128, 128, 32, 2, 2, 4, true, true, 2>;
 
-template <class Cfg, bool SWZ, bool GROUPED, int STAGES, bool AK, bool BK, bool ASYNC, class TC>
-__global__ void __launch_bounds__(256, 2) mma_kernel(GemmArgs g, bool c_pair) {
+template <class Cfg, bool AK, bool BK, bool ASYNC, class TC>
+__global__ void __launch_bounds__(Cfg::NT, Cfg::MIN_BLOCKS) mma_kernel(GemmArgs g, bool c_pair) {
 #ifndef KLAB_TC_UNSUPPORTED
-  constexpr int BM = Cfg::BM, BN = Cfg::BN, BKT = Cfg::BK, NT = Cfg::NT;
+  constexpr int BM = Cfg::BM, BN = Cfg::BN, BKT = Cfg::BK, NT = Cfg::NT, STAGES = Cfg::STAGES;
+  constexpr int MI = Cfg::MI, NI = Cfg::NI;
+  constexpr bool SWZ = Cfg::SWZ;
   constexpr int A_ROWS = AK ? BM : BKT, A_COLS = AK ? BKT : BM;  // tile in A's global layout
   constexpr int B_ROWS = BK ? BN : BKT, B_COLS = BK ? BKT : BN;
   extern __shared__ __align__(128) char smem[];                  // STAGES x (A tile, B tile)
@@ -299,7 +428,7 @@ __global__ void __launch_bounds__(256, 2) mma_kernel(GemmArgs g, bool c_pair) {
   // columns are re-read from DRAM for each M row; grouped order walks 8 M rows at a time,
   // column by column, and a B tile is reused 8 times while it is in L2.
   int tile_m = blockIdx.y, tile_n = blockIdx.x;
-  if constexpr (GROUPED) {
+  if constexpr (Cfg::GROUPED) {
     constexpr int GROUP = 8;
     const int grid_n = gridDim.x, grid_m = gridDim.y;
     const int bid = blockIdx.y * grid_n + blockIdx.x;
@@ -310,19 +439,30 @@ __global__ void __launch_bounds__(256, 2) mma_kernel(GemmArgs g, bool c_pair) {
     tile_n = (bid % per_group) / rows;
   }
   const int m0 = tile_m * BM, n0 = tile_n * BN;
-  const int wm0 = (warp / 4) * 64, wn0 = (warp % 4) * 32;
+  const int wm0 = (warp / Cfg::WARPS_N_) * Cfg::WM, wn0 = (warp % Cfg::WARPS_N_) * Cfg::WN;
 
+  // Aligned operands go through the precomputed cp.async copiers; the others (rows not a
+  // multiple of 16 bytes) through the generic loader with plain loads.
+  const AsyncTileCopy<A_ROWS, A_COLS, NT, SWZ, AK> copy_a(z.A, g.lda, m0, g.M, tid);
+  const AsyncTileCopy<B_ROWS, B_COLS, NT, SWZ, BK> copy_b(z.B, g.ldb, n0, g.N, tid);
+  const uint32_t smem0 = smem_u32(smem);
   auto load_stage = [&](int kt, int stage) {
-    char* ta = smem + stage * Cfg::STAGE_BYTES;
-    char* tb = ta + Cfg::TILE_BYTES_A;
-    const int k0 = kt * BKT;
-    if (AK) load_tile<A_ROWS, A_COLS, NT, SWZ, ASYNC>(z.A, g.lda, m0, k0, g.M, z.k_len, ta, tid);
-    else    load_tile<A_ROWS, A_COLS, NT, SWZ, ASYNC>(z.A, g.lda, k0, m0, z.k_len, g.M, ta, tid);
-    if (BK) load_tile<B_ROWS, B_COLS, NT, SWZ, ASYNC>(z.B, g.ldb, n0, k0, g.N, z.k_len, tb, tid);
-    else    load_tile<B_ROWS, B_COLS, NT, SWZ, ASYNC>(z.B, g.ldb, k0, n0, z.k_len, g.N, tb, tid);
+    if constexpr (ASYNC) {
+      const uint32_t ta = smem0 + stage * Cfg::STAGE_BYTES;
+      copy_a.load(kt, z.k_len, ta, z.A);
+      copy_b.load(kt, z.k_len, ta + Cfg::TILE_BYTES_A, z.B);
+    } else {
+      char* ta = smem + stage * Cfg::STAGE_BYTES;
+      char* tb = ta + Cfg::TILE_BYTES_A;
+      const int k0 = kt * BKT;
+      if (AK) load_tile<A_ROWS, A_COLS, NT, SWZ, ASYNC>(z.A, g.lda, m0, k0, g.M, z.k_len, ta, tid);
+      else    load_tile<A_ROWS, A_COLS, NT, SWZ, ASYNC>(z.A, g.lda, k0, m0, z.k_len, g.M, ta, tid);
+      if (BK) load_tile<B_ROWS, B_COLS, NT, SWZ, ASYNC>(z.B, g.ldb, n0, k0, g.N, z.k_len, tb, tid);
+      else    load_tile<B_ROWS, B_COLS, NT, SWZ, ASYNC>(z.B, g.ldb, k0, n0, z.k_len, g.N, tb, tid);
+    }
   };
 
-  float acc[4][4][4] = {};  // (m16 tile, n8 tile, c register)
+  float acc[MI][NI][4] = {};  // (m16 tile, n8 tile, c register)
   const int k_tiles = (z.k_len + BKT - 1) / BKT;
 
   // Prologue: STAGES-1 tiles in flight. A group is committed even when empty, so that
@@ -334,6 +474,9 @@ __global__ void __launch_bounds__(256, 2) mma_kernel(GemmArgs g, bool c_pair) {
   }
 
   const int li = lane / 8, lr = lane % 8;  // which 8x8 matrix this lane addresses, which row
+  // A fragment: matrix li is m half li % 2, k half li / 2; B: n8 tile li / 2, k half li % 2.
+  const FragAddr<A_COLS, SWZ, AK, BKT, MI> frag_a(wm0, li % 2, li / 2, lr);
+  const FragAddr<B_COLS, SWZ, BK, BKT, NI / 2> frag_b(wn0, li / 2, li % 2, lr);
   for (int kt = 0; kt < k_tiles; ++kt) {
     cp_async_wait<STAGES - 2>();  // tile kt has landed (at most STAGES-2 newer groups pending)
     __syncthreads();              // ...for every thread's copies; and stage kt-1 is free
@@ -347,43 +490,37 @@ __global__ void __launch_bounds__(256, 2) mma_kernel(GemmArgs g, bool c_pair) {
     const uint32_t sa = smem_u32(ta), sb = smem_u32(tb);
 #pragma unroll
     for (int kk = 0; kk < BKT; kk += 16) {
-      uint32_t a[4][4], b[4][2];
+      uint32_t a[MI][4], b[NI][2];
+      // Equivalent to tile_off of (row m + lr, chunk k / 8), or (row k + lr, chunk m / 8)
+      // for an M-contiguous tile, with m = wm0 + 16 mi + 8 (li % 2), k = kk + 8 (li / 2);
+      // for B, n = wn0 + 16 nj + 8 (li / 2), k = kk + 8 (li % 2).
 #pragma unroll
-      for (int mi = 0; mi < 4; ++mi) {
-        // matrix li: m half li % 2, k half li / 2
-        const int m = wm0 + mi * 16 + (li % 2) * 8, k = kk + (li / 2) * 8;
-        const uint32_t addr = AK ? sa + tile_off<A_COLS, SWZ>(m + lr, k / 8)
-                                 : sa + tile_off<A_COLS, SWZ>(k + lr, m / 8);
-        ldmatrix_x4<!AK>(a[mi], addr);
-      }
+      for (int mi = 0; mi < MI; ++mi) ldmatrix_x4<!AK>(a[mi], sa + frag_a.at(mi, kk / 16));
 #pragma unroll
-      for (int nj = 0; nj < 2; ++nj) {
-        // matrix li: n8 tile 2·nj + li / 2, k half li % 2
-        const int n = wn0 + nj * 16 + (li / 2) * 8, k = kk + (li % 2) * 8;
-        const uint32_t addr = BK ? sb + tile_off<B_COLS, SWZ>(n + lr, k / 8)
-                                 : sb + tile_off<B_COLS, SWZ>(k + lr, n / 8);
+      for (int nj = 0; nj < NI / 2; ++nj) {
+        const uint32_t addr = sb + frag_b.at(nj, kk / 16);
         uint32_t r[4];
         ldmatrix_x4<!BK>(r, addr);
         b[2 * nj][0] = r[0], b[2 * nj][1] = r[1], b[2 * nj + 1][0] = r[2], b[2 * nj + 1][1] = r[3];
       }
 #pragma unroll
-      for (int mi = 0; mi < 4; ++mi)
+      for (int mi = 0; mi < MI; ++mi)
 #pragma unroll
-        for (int ni = 0; ni < 4; ++ni) mma_bf16_16816(acc[mi][ni], a[mi], b[ni]);
+        for (int ni = 0; ni < NI; ++ni) mma_bf16_16816(acc[mi][ni], a[mi], b[ni]);
     }
   }
   cp_async_wait<0>();  // no copy may still target shared memory when the block exits
 
   const int gq = lane / 4, tq = lane % 4;
 #pragma unroll
-  for (int mi = 0; mi < 4; ++mi)
+  for (int mi = 0; mi < MI; ++mi)
 #pragma unroll
     for (int h = 0; h < 2; ++h) {
       const int m = m0 + wm0 + mi * 16 + gq + h * 8;
       if (m >= g.M) continue;
       const int64_t row = static_cast<int64_t>(m) * g.ldc;
 #pragma unroll
-      for (int ni = 0; ni < 4; ++ni) {
+      for (int ni = 0; ni < NI; ++ni) {
         const int n = n0 + wn0 + ni * 8 + tq * 2;
         store_pair<TC>(z.C, row, n, g.N, acc[mi][ni][2 * h], acc[mi][ni][2 * h + 1], c_pair);
       }
@@ -418,12 +555,11 @@ void run_v9(const klab::Launch& L) {
   KLAB_CHECK_LAUNCH();
 }
 
-template <int STAGES, bool SWZ, bool GROUPED, bool AK, bool BK, bool ASYNC, class TC>
+template <class Cfg, bool AK, bool BK, bool ASYNC, class TC>
 void launch_mma_inst(const GemmArgs& g, int batch, cudaStream_t s) {
   if (batch == 0) return;  // an empty batch: nothing to write, and a grid with z = 0 is illegal
-  using Cfg = MmaConfig<STAGES, SWZ, GROUPED>;
-  auto kernel = mma_kernel<Cfg, SWZ, GROUPED, STAGES, AK, BK, ASYNC, TC>;
-  static bool attr_set = false;  // per instantiation; 64 KB needs the opt-in above 48 KB
+  auto kernel = mma_kernel<Cfg, AK, BK, ASYNC, TC>;
+  static bool attr_set = false;  // per instantiation; above 48 KB needs the opt-in
   if (!attr_set) {
     KLAB_CHECK_CUDA(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, Cfg::SMEM_BYTES));
     attr_set = true;
@@ -432,23 +568,32 @@ void launch_mma_inst(const GemmArgs& g, int batch, cudaStream_t s) {
   KLAB_CHECK_LAUNCH();
 }
 
-template <int STAGES, bool SWZ, bool GROUPED, class TC>
+template <class Cfg, class TC>
 void launch_mma(const GemmArgs& g, const std::string& variant, int batch, cudaStream_t s) {
   if (matmul::empty_output(g)) return;
   const bool async = matmul::operands_aligned(g, 2, 16);
   matmul::dispatch_layout(variant, [&]<bool AK, bool BK>() {
-    if (async) launch_mma_inst<STAGES, SWZ, GROUPED, AK, BK, true, TC>(g, batch, s);
-    else launch_mma_inst<STAGES, SWZ, GROUPED, AK, BK, false, TC>(g, batch, s);
+    if (async) launch_mma_inst<Cfg, AK, BK, true, TC>(g, batch, s);
+    else launch_mma_inst<Cfg, AK, BK, false, TC>(g, batch, s);
   });
 }
 
-void run_v10(const klab::Launch& L) {
-  launch_mma<2, false, false, bf16>(matmul::gemm_args(L), L.problem.variant, matmul::shape_of(L.problem).batch,
-                                    L.stream);
+template <class Cfg>
+void run_mma(const klab::Launch& L) {
+  launch_mma<Cfg, bf16>(matmul::gemm_args(L), L.problem.variant, matmul::shape_of(L.problem).batch, L.stream);
 }
-void run_v11(const klab::Launch& L) {
-  launch_mma<4, true, true, bf16>(matmul::gemm_args(L), L.problem.variant, matmul::shape_of(L.problem).batch,
-                                  L.stream);
+
+using MmaLaunch = void (*)(const klab::Launch&);
+constexpr MmaLaunch kV13Candidates[] = {run_mma<CfgV13a>, run_mma<CfgV13b>, run_mma<CfgV13c>, run_mma<CfgV13d>};
+const std::vector<std::string> kV13Names = {"128x256x64/8w/3st", "128x256x64/8w/4st", "128x128x64/4w/3st/2blk",
+                                            "128x128x32/4w/4st/2blk"};
+
+void run_v13(const klab::Launch& L) {
+  constexpr int n = static_cast<int>(sizeof(kV13Candidates) / sizeof(kV13Candidates[0]));
+  static_assert(n == 4, "kV13Names labels every candidate");
+  const std::string key = "mma|" + L.problem.label() + "|" + std::to_string(matmul::shape_of(L.problem).batch);
+  const int best = matmul::autotune(key, n, 0, [&](int c) { kV13Candidates[c](L); }, L.stream, kV13Names);
+  kV13Candidates[best](L);
 }
 
 std::string bf16_tc(const klab::Problem& p) {
@@ -462,9 +607,13 @@ bool register_all() {
                          .supports = bf16_tc, .run = run});
   };
   add("matmul", "v9_wmma", "tensor cores through WMMA 16x16x16 fragments", run_v9);
-  add("matmul", "v10_mma_sync", "ldmatrix + mma.sync m16n8k16, cp.async double buffer", run_v10);
-  add("matmul", "v11_mma_pipelined", "4 cp.async stages, swizzled shared memory, grouped tile order", run_v11);
-  add("matmul_batched", "v11_mma_pipelined", "v11 with blockIdx.z over the batch", run_v11);
+  add("matmul", "v10_mma_sync", "ldmatrix + mma.sync m16n8k16, cp.async double buffer", run_mma<CfgV10>);
+  add("matmul", "v11_mma_pipelined", "4 cp.async stages, swizzled shared memory, grouped tile order",
+      run_mma<CfgV11>);
+  add("matmul", "v13_mma_autotuned", "64x64 warp tiles in 4 block configurations, the fastest chosen per shape",
+      run_v13);
+  add("matmul_batched", "v11_mma_pipelined", "v11 with blockIdx.z over the batch", run_mma<CfgV11>);
+  add("matmul_batched", "v13_mma_autotuned", "v13 with blockIdx.z over the batch", run_v13);
   return true;
 }
 
@@ -473,8 +622,8 @@ bool register_all() {
 namespace matmul {
 // Used by split-K (fp32 partials) — v11's kernel with blockIdx.z over the K slices.
 void launch_mma_bf16(const GemmArgs& g, const std::string& variant, bool out_f32, cudaStream_t s) {
-  if (out_f32) launch_mma<4, true, true, float>(g, variant, 1, s);
-  else launch_mma<4, true, true, bf16>(g, variant, 1, s);
+  if (out_f32) launch_mma<CfgV11, float>(g, variant, 1, s);
+  else launch_mma<CfgV11, bf16>(g, variant, 1, s);
 }
 }  // namespace matmul
 
