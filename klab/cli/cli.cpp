@@ -240,6 +240,7 @@ int cmd_test(Common& o, Selection sel) {
 
 int cmd_bench(Common& o, Selection sel) {
   const auto cases = plan(sel, true);
+  (void)l2_flush_by_write();   // a bad KLAB_L2_FLUSH is a usage error, GPU or not
   require_gpu();
   const RunOptions ro = make_options(o);
   print_device_line();
@@ -252,6 +253,7 @@ int cmd_bench(Common& o, Selection sel) {
 int cmd_run(Common& o, Selection sel) {
   const auto vcases = plan(sel, false);
   const auto bcases = plan(sel, true);
+  (void)l2_flush_by_write();
   require_gpu();
   const RunOptions ro = make_options(o);
   print_device_line();

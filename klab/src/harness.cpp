@@ -463,14 +463,21 @@ bool spread_ok(const std::vector<double>& samples, double target) {
   return s.median > 0 && (s.p75 - s.p25) / s.median < target;
 }
 
+bool l2_flush_by_write() {
+  const char* mode = std::getenv("KLAB_L2_FLUSH");
+  const std::string m = mode ? mode : "";
+  if (m.empty() || m == "read") return false;
+  if (m == "write") return true;
+  throw UsageError(fmt::format("KLAB_L2_FLUSH must be 'read' or 'write', not '{}'", m));
+}
+
 namespace {
 
 class L2Flusher {
  public:
   L2Flusher()
       : buf_(std::max<std::size_t>(2 * device_info().l2_bytes, std::size_t{64} << 20)), sink_(sizeof(unsigned)) {
-    const char* mode = std::getenv("KLAB_L2_FLUSH");
-    write_ = mode && std::string(mode) == "write";
+    write_ = l2_flush_by_write();
     KLAB_CHECK_CUDA(cudaMemset(buf_.get(), 0, buf_.size()));   // the read flush expects zeros
     KLAB_CHECK_CUDA(cudaMemset(sink_.get(), 0, sink_.size()));
     KLAB_CHECK_CUDA(cudaDeviceSynchronize());   // done before any flush on the launch stream

@@ -115,4 +115,8 @@ bool spread_ok(const std::vector<double>& samples, double target);  // (p75-p25)
 // selects the older memset flush instead, to compare the two.
 void l2_flush_read(const void* buf, std::size_t bytes, unsigned* sink, cudaStream_t s);
 
+// KLAB_L2_FLUSH: unset, empty or "read" -> false; "write" -> true; anything else is a
+// UsageError (a misspelt mode must not time silently with the other flush).
+bool l2_flush_by_write();
+
 }  // namespace klab
