@@ -271,8 +271,7 @@ klab::Op make_argmax_op() {
   op.bench_shapes = {{1 << 24}, {1 << 28}};
   op.baseline = "cub";
   op.validate = [](const Problem& p) {
-    if (p.shape.size() != 1) return std::string("expects 1 dim: n");
-    if (p.shape[0] < 0) return std::string("negative size");
+    if (auto why = l03::validate_1d(p); !why.empty()) return why;
     if (p.shape[0] > std::numeric_limits<int>::max()) return std::string("the index output is int32: n < 2^31");
     return std::string();
   };

@@ -226,11 +226,7 @@ klab::Op make_histogram_op() {
                     {(std::int64_t{1} << 31) + 17}};  // past 2^31: 2 GiB of u8, 8 GiB of i32
   op.bench_shapes = {{1 << 24}, {1 << 28}};
   op.baseline = "cub";
-  op.validate = [](const Problem& p) {
-    if (p.shape.size() != 1) return std::string("expects 1 dim: n");
-    if (p.shape[0] < 0) return std::string("negative size");
-    return std::string();
-  };
+  op.validate = l03::validate_1d;
   op.inputs = [](const Problem& p) { return std::vector<TensorSpec>{{"x", p.dtype, p.shape}}; };
   op.outputs = [](const Problem&) { return std::vector<TensorSpec>{{"bins", DType::i32, {kBins}}}; };
   op.generate = generate_histogram;

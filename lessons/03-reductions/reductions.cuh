@@ -1,5 +1,5 @@
 // Lesson 03 — pieces the reduction kernels share: accumulator types, warp and block
-// sums, grid sizing, and the length-dependent tolerance of a float sum.
+// sums, grid sizing, the length-dependent tolerance of a float sum, the shape check.
 #pragma once
 
 #include <cuda_runtime.h>
@@ -7,11 +7,13 @@
 #include <cmath>
 #include <cstdint>
 #include <limits>
+#include <string>
 
 #include "klab/compare.hpp"
 #include "klab/device.hpp"
 #include "klab/error.hpp"
 #include "klab/kernels.cuh"
+#include "klab/op.hpp"
 
 namespace l03 {
 
@@ -74,6 +76,13 @@ inline int grid_for(std::int64_t work_items, int per_block, int cap) {
 inline klab::Tolerance float_sum_tolerance(std::int64_t n) {
   const double eps = std::ldexp(1.0, -24), sigma = 1.0 / std::sqrt(3.0);
   return klab::Tolerance{4.0 * eps * static_cast<double>(n) * sigma + 1e-6, 1e-6};
+}
+
+// The ops of this lesson take one dimension, n >= 0.
+inline std::string validate_1d(const klab::Problem& p) {
+  if (p.shape.size() != 1) return "expects 1 dim: n";
+  if (p.shape[0] < 0) return "negative size";
+  return "";
 }
 
 }  // namespace l03

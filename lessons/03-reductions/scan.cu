@@ -549,11 +549,7 @@ klab::Op make_scan_op() {
                     {4095}, {4096}, {4097}, {65537}, {1048577}, {1000003}, {(1 << 24) + 3}};
   op.bench_shapes = {{1 << 24}, {1 << 28}};
   op.baseline = "cub";
-  op.validate = [](const Problem& p) {
-    if (p.shape.size() != 1) return std::string("expects 1 dim: n");
-    if (p.shape[0] < 0) return std::string("negative size");
-    return std::string();
-  };
+  op.validate = l03::validate_1d;
   op.inputs = [](const Problem& p) { return std::vector<TensorSpec>{{"x", p.dtype, p.shape}}; };
   op.outputs = [](const Problem& p) { return std::vector<TensorSpec>{{"y", p.dtype, p.shape}}; };
   op.reference = scan_ref;

@@ -451,12 +451,6 @@ void run_sum_triton(const klab::Launch& l) {
 // Registration
 // ---------------------------------------------------------------------------------------
 
-std::string validate_1d(const Problem& p) {
-  if (p.shape.size() != 1) return "expects 1 dim: n";
-  if (p.shape[0] < 0) return "negative size";
-  return "";
-}
-
 std::vector<klab::Dims> reduction_test_shapes(bool huge) {
   std::vector<klab::Dims> s = {{0}, {1}, {2}, {7}, {31}, {127}, {255}, {257}, {1023}, {4097},
                                {65537}, {1000003}, {(1 << 24) + 3}};
@@ -475,7 +469,7 @@ klab::Op make_sum_op() {
   op.test_shapes = reduction_test_shapes(true);
   op.bench_shapes = {{1 << 24}, {1 << 28}};
   op.baseline = "cub";
-  op.validate = validate_1d;
+  op.validate = l03::validate_1d;
   op.inputs = [](const Problem& p) { return std::vector<TensorSpec>{{"x", p.dtype, p.shape}}; };
   op.outputs = [](const Problem& p) { return std::vector<TensorSpec>{{"s", p.dtype, {1}}}; };
   op.reference = sum_ref;  // default inputs: f32 uniform in [-1, 1), i32 in [0, 255]
@@ -496,7 +490,7 @@ klab::Op make_mean_op() {
   op.test_shapes = reduction_test_shapes(false);
   op.bench_shapes = {{1 << 24}, {1 << 28}};
   op.baseline = "cub";
-  op.validate = validate_1d;
+  op.validate = l03::validate_1d;
   op.inputs = [](const Problem& p) { return std::vector<TensorSpec>{{"x", p.dtype, p.shape}}; };
   op.outputs = [](const Problem& p) { return std::vector<TensorSpec>{{"m", p.dtype, {1}}}; };
   op.reference = mean_ref;
