@@ -122,8 +122,10 @@ __device__ __forceinline__ uint32_t tile_off(int r, int chunk) {  // bytes from 
 }
 
 // Copies rows [r0, r0+ROWS) x columns [c0, c0+COLS) of a row-major operand (pitch ld) into
-// a tile, zero outside [0, r_lim) x [0, c_lim).
-template <int ROWS, int COLS, int NT, bool SWZ, bool ASYNC>
+// a tile, zero outside [0, r_lim) x [0, c_lim), with plain loads: the path for operands
+// whose rows are not 16-byte aligned (cp.async needs aligned sources; aligned operands go
+// through AsyncTileCopy below).
+template <int ROWS, int COLS, int NT, bool SWZ>
 __device__ __forceinline__ void load_tile(const bf16* g, int64_t ld, int r0, int c0, int r_lim, int c_lim,
                                           char* tile, int tid) {
   constexpr int CH = COLS / 8, CHUNKS = ROWS * CH;
@@ -134,22 +136,16 @@ __device__ __forceinline__ void load_tile(const bf16* g, int64_t ld, int r0, int
     const int gr = r0 + r, gc = c0 + ch * 8;
     const bool row_in = gr < r_lim;
     const bf16* src = g + static_cast<int64_t>(row_in ? gr : 0) * ld + gc;
-    char* dst = tile + tile_off<COLS, SWZ>(r, ch);
-    if constexpr (ASYNC) {
-      const int valid = (row_in && gc < c_lim) ? min(8, c_lim - gc) : 0;
-      cp_async_16(smem_u32(dst), valid > 0 ? static_cast<const void*>(src) : static_cast<const void*>(g), valid * 2);
-    } else {
-      __align__(16) bf16 v[8];
+    __align__(16) bf16 v[8];
 #pragma unroll
-      for (int j = 0; j < 8; ++j) v[j] = (row_in && gc + j < c_lim) ? src[j] : __float2bfloat16_rn(0.f);
-      *reinterpret_cast<uint4*>(dst) = *reinterpret_cast<const uint4*>(v);
-    }
+    for (int j = 0; j < 8; ++j) v[j] = (row_in && gc + j < c_lim) ? src[j] : __float2bfloat16_rn(0.f);
+    *reinterpret_cast<uint4*>(tile + tile_off<COLS, SWZ>(r, ch)) = *reinterpret_cast<const uint4*>(v);
   }
 }
 
-// The cp.async path of load_tile with the per-chunk arithmetic done once per thread.
-// load_tile recomputes every chunk's row, column, 64-bit address, swizzled offset and
-// bounds on every K tile: ~20 instructions per 16-byte copy, more than the tensor-core work
+// The cp.async tile copy, with the per-chunk arithmetic done once per thread. Computing
+// every chunk's row, column, 64-bit address, swizzled offset and bounds on every K tile
+// (as load_tile does) costs ~20 instructions per 16-byte copy, more than the tensor-core work
 // they feed at BK = 32 (measured on v11: 6 issued instructions per mma). Here a thread's
 // chunks of one tile are RSTEP rows apart in the same chunk column, so
 //   - the shared offsets are its first chunk's plus i·RSTEP rows (the swizzle key, a
@@ -455,10 +451,10 @@ __global__ void __launch_bounds__(Cfg::NT, Cfg::MIN_BLOCKS) mma_kernel(GemmArgs 
       char* ta = smem + stage * Cfg::STAGE_BYTES;
       char* tb = ta + Cfg::TILE_BYTES_A;
       const int k0 = kt * BKT;
-      if (AK) load_tile<A_ROWS, A_COLS, NT, SWZ, ASYNC>(z.A, g.lda, m0, k0, g.M, z.k_len, ta, tid);
-      else    load_tile<A_ROWS, A_COLS, NT, SWZ, ASYNC>(z.A, g.lda, k0, m0, z.k_len, g.M, ta, tid);
-      if (BK) load_tile<B_ROWS, B_COLS, NT, SWZ, ASYNC>(z.B, g.ldb, n0, k0, g.N, z.k_len, tb, tid);
-      else    load_tile<B_ROWS, B_COLS, NT, SWZ, ASYNC>(z.B, g.ldb, k0, n0, z.k_len, g.N, tb, tid);
+      if (AK) load_tile<A_ROWS, A_COLS, NT, SWZ>(z.A, g.lda, m0, k0, g.M, z.k_len, ta, tid);
+      else    load_tile<A_ROWS, A_COLS, NT, SWZ>(z.A, g.lda, k0, m0, z.k_len, g.M, ta, tid);
+      if (BK) load_tile<B_ROWS, B_COLS, NT, SWZ>(z.B, g.ldb, n0, k0, g.N, z.k_len, tb, tid);
+      else    load_tile<B_ROWS, B_COLS, NT, SWZ>(z.B, g.ldb, k0, n0, z.k_len, g.N, tb, tid);
     }
   };
 
