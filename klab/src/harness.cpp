@@ -392,7 +392,7 @@ std::vector<VerifyRecord> verify(const std::vector<Case>& cases, const RunOption
       DeviceCase dc;
       const auto out_specs = op.outputs(p);
       for (const Impl* im : c.impls) {
-        VerifyRecord rec{registry().find_op(op.name)->lesson, op.name, im->name, im->kind, p, seed};
+        VerifyRecord rec{op.lesson, op.name, im->name, im->kind, p, seed};
         progress.update(done++, fmt::format("test {} {} {}", op.name, im->name, p.label()));
         const std::string why = supported(*im, p);
         if (!why.empty()) {
