@@ -569,12 +569,13 @@ KLAB_REGISTER(klab::register_impl({.op = "scan", .name = "v1_scan_then_propagate
 KLAB_REGISTER(klab::register_impl({.op = "scan", .name = "v2_decoupled_lookback",
                                    .summary = "one pass: tile ids from a counter, published totals, warp look-back",
                                    .kind = klab::ImplKind::cuda, .workspace = v2_workspace, .run = run_scan_v2}));
-// V = 8 float4s per thread, 500 ns between polls, 1000 ns before the first (measured best
-// of V = 4, 6, 8 and sleeps 0, 200, 500, 1000 ns; README).
+// V = 8 float4s per thread, 500 ns between polls, 3000 ns before the first (measured best
+// of V = 4, 6, 8, sleeps of 0-1000 ns between polls and 0-6000 ns before the first, at
+// 2^24 and 2^28; README).
 KLAB_REGISTER(klab::register_impl({.op = "scan", .name = "v3_reg_tiles_backoff",
                                    .summary = "one pass: 8192-element register tiles, look-back with sleeps between polls",
                                    .kind = klab::ImplKind::cuda, .workspace = v3_workspace<8>,
-                                   .run = run_scan_v3<8, 500, 1000>}));
+                                   .run = run_scan_v3<8, 500, 3000>}));
 KLAB_REGISTER(klab::register_impl({.op = "scan", .name = "cub",
                                    .summary = "cub::DeviceScan::InclusiveSum",
                                    .kind = klab::ImplKind::vendor, .workspace = cub_scan_bytes,
