@@ -26,6 +26,7 @@ done
 [ ${#phases[@]} -eq 0 ] && phases=(build doctor test bench exercises)
 has() { local p; for p in "${phases[@]}"; do [ "$p" = "$1" ] && return 0; done; return 1; }
 
+failed=0
 summary="$OUT/summary.txt"   # appended to: several calls of this script may share one $OUT
 note() { echo "$*" | tee -a "$summary"; }
 run_phase() {  # name, log file, command...
@@ -34,6 +35,7 @@ run_phase() {  # name, log file, command...
   timeout "${T:-$PHASE_TIMEOUT}" "$@" > "$log" 2>&1
   local rc=$?
   note "phase $name: exit $rc in $((SECONDS - t0)) s (log: $(basename "$log"))"
+  [ $rc -eq 0 ] || failed=1
   return $rc
 }
 
@@ -86,3 +88,4 @@ for tool in memcheck racecheck initcheck synccheck; do
 done
 echo "---- summary"; cat "$summary"
 for f in test.txt bench.txt; do [ -f "$OUT/$f" ] && { echo "---- tail $f"; tail -25 "$OUT/$f"; }; done
+exit $failed  # non-zero when any phase failed (the loop above must not decide it)
