@@ -180,18 +180,12 @@ struct TileLoader {
   __device__ __forceinline__ static void store(float* s, int tid, const float4 (&r)[PER_THREAD]) {
     // LINEAR: chunk i is I_ROWS rows (KMAJ: columns of the shared tile) after chunk 0, so
     // one base address and immediate offsets, no per-chunk division.
-    int x0, k0;
-    coords(tid, x0, k0);
 #pragma unroll
     for (int i = 0; i < PER_THREAD; ++i) {
       if (!live(tid + i * NT)) break;
       int x, k;
-      if constexpr (LINEAR) {
-        x = KMAJ ? x0 + i * I_ROWS : x0;
-        k = KMAJ ? k0 : k0 + i * I_ROWS;
-      } else {
-        coords(tid + i * NT, x, k);
-      }
+      coords(LINEAR ? tid : tid + i * NT, x, k);
+      if constexpr (LINEAR) (KMAJ ? x : k) += i * I_ROWS;  // chunk i from chunk 0
       if (KMAJ) {
         s[(k + 0) * SP + x] = r[i].x;
         s[(k + 1) * SP + x] = r[i].y;
@@ -373,7 +367,7 @@ __global__ void __launch_bounds__(Cfg::NT, Cfg::MIN_BLOCKS) v7_warptile_kernel(G
   const float* pb = LoadB::origin(z.B, g.ldb, n0, tid);
   const int64_t a_kstep = AK ? BKT : BKT * g.lda, b_kstep = BK ? BKT : BKT * g.ldb;
   auto fetch = [&](int kt) {
-    if (FAST && interior && (kt + 1) * BKT <= z.k_len) {
+    if (interior && (kt + 1) * BKT <= z.k_len) {
       LoadA::fetch_interior(pa + kt * a_kstep, g.lda, r_ga);
       LoadB::fetch_interior(pb + kt * b_kstep, g.ldb, r_gb);
     } else {
@@ -442,9 +436,8 @@ __global__ void __launch_bounds__(Cfg::NT, Cfg::MIN_BLOCKS) v7_warptile_kernel(G
 // v7's configuration, and the ones v8 chooses from. Big tiles reuse each loaded element
 // more; small tiles make more blocks, for outputs too small to fill 132 SMs. v8's
 // candidates also take the interior path (INTERIOR, the default; two whose registers it
-// would spill do not): measured on the 256x128
-// tile at 4096^3, it cut the loop from 2400 to ~2230 instructions per 2048 FMAs and the
-// time from 3.04 to 2.93 ms.
+// would spill do not): measured on the 256x128 tile at 4096^3, it cut the loop from 2400
+// to ~2230 instructions per 2048 FMAs and the time from 3.04 to 2.93 ms.
 using CfgV7 = WarpTileConfig<128, 128, 16, 64, 32, 1, false>;
 using Cfg128x128 = WarpTileConfig<128, 128, 16, 64, 32>;
 using Cfg128x64 = WarpTileConfig<128, 64, 16, 64, 32>;

@@ -469,7 +469,7 @@ __global__ void __launch_bounds__(Cfg::NT, Cfg::MIN_BLOCKS) mma_kernel(GemmArgs 
   auto load_stage = [&](int kt, int stage) {
     if constexpr (ASYNC) {
       const uint32_t ta = smem0 + stage * Cfg::STAGE_BYTES;
-      if (Cfg::INTERIOR && interior && (kt + 1) * BKT <= z.k_len) {
+      if (interior && (kt + 1) * BKT <= z.k_len) {
         copy_a.load_interior(kt, ta);
         copy_b.load_interior(kt, ta + Cfg::TILE_BYTES_A);
       } else {
