@@ -421,10 +421,10 @@ using CfgV11 = MmaConfig<128, 128, 32, 2, 4, 4, true, true, 2>;
 // 8 warps and one block per SM or 4 warps and two blocks per SM (one block's barrier waits
 // overlap the other's mma), BK 64 (or 32 with a fourth stage); each with the bound-free
 // copy for interior tiles (INTERIOR), or with double-buffered fragments (FRAG_DB). Both at
-// once need more than 255 registers. Measured by the autotuner at 4096^3 nn (one run, with
-// the copies placed after the last ldmatrix): 0.343, 0.343, 0.313 and 0.349 ms in the order
-// below; at 8192^3 2.54, 2.56, 2.40 and 2.61 ms. 128x128 blocks with fragment double
-// buffering (0.37 ms) and 128x256 or 256x128 with three stages (0.35, 0.36 ms) were slower.
+// once need more than 255 registers. Measured by the autotuner at 4096^3 nn: 0.343, 0.343,
+// 0.313 and 0.333 ms in the order below; at 8192^3 2.54, 2.56, 2.40 and 2.49 ms. 128x128
+// blocks with fragment double buffering (0.37 ms) and 128x256 or 256x128 with three stages
+// (0.35, 0.36 ms) were slower.
 //                          BM   BN  BK WM WN STG  SWZ   GROUPED MINB FRAG_DB INTERIOR
 using CfgV13a = MmaConfig<128, 256, 64, 2, 4, 4, true, true, 1, true, false>;
 using CfgV13b = MmaConfig<128, 256, 64, 2, 4, 4, true, true, 1, false, true>;
@@ -528,26 +528,30 @@ __global__ void __launch_bounds__(Cfg::NT, Cfg::MIN_BLOCKS) mma_kernel(GemmArgs 
   constexpr int KS = BKT / 16;  // k16 steps per tile
 
   if constexpr (!Cfg::FRAG_DB) {
+    // Where the next tile's copies (into stage kt-1, free since the barrier) are issued.
+    // Right after the barrier, the compiler reused their address registers a few
+    // instructions later, and the warp waited (long scoreboard) until the queued cp.async
+    // had read them: 19% of the 128x128x32 candidate's stall samples, on that instruction.
+    // With BK >= 64 they go after the tile's last ldmatrix, where only mma follow them
+    // (128x128x64 at 4096^3: 0.338 -> 0.312 ms; half of them one step earlier was no
+    // faster). With BK = 32 that spot cost more than it saved (v11 0.366 -> 0.397 ms,
+    // 128x128x32 0.333 -> 0.349 ms): there they stay first.
+    constexpr int COPY_STEP = KS >= 4 ? KS - 1 : -1;  // -1: before the first ldmatrix
+    auto copy_next = [&](int kt) {
+      const int next = kt + STAGES - 1;
+      if (next < k_tiles) load_stage(next, next % STAGES);
+      cp_async_commit();
+    };
     for (int kt = 0; kt < k_tiles; ++kt) {
       cp_async_wait<STAGES - 2>();  // tile kt has landed (at most STAGES-2 newer groups pending)
       __syncthreads();              // ...for every thread's copies; and stage kt-1 is free
+      if (COPY_STEP < 0) copy_next(kt);
       const uint32_t sa = stage_a(kt), sb = sa + Cfg::TILE_BYTES_A;
 #pragma unroll
       for (int s = 0; s < KS; ++s) {
         uint32_t a[MI][4], b[NI][2];
         load_frags(sa, sb, s, a, b);
-        if (s == KS - 1) {
-          // The next tile's copies (into stage kt-1, free since the barrier) go after the
-          // tile's last ldmatrix. Issued right after the barrier, the compiler reused their
-          // address registers a few instructions later, and the warp waited (long
-          // scoreboard) until the queued cp.async had read them: 19% of the stall samples of
-          // the 128x128x32 kernel, on that one instruction. Here only mma follow them.
-          // (Measured: 128x128x64 at 4096^3 0.338 -> 0.312 ms. Half the copies one step
-          // earlier, or all of them, was no faster.)
-          const int next = kt + STAGES - 1;
-          if (next < k_tiles) load_stage(next, next % STAGES);
-          cp_async_commit();
-        }
+        if (s == COPY_STEP) copy_next(kt);
         mma_step(a, b);
       }
     }
