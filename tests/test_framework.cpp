@@ -83,6 +83,19 @@ TEST(Compare, RelL2BoundApplies) {
   EXPECT_TRUE(compare(out, {1, 1, 1}, Tolerance{0.1, 0, 2e-2}).ok);
 }
 
+TEST(Compare, RefScaleFloorsTheRelL2Denominator) {
+  // One output that came out near zero: an error of 4e-5 is 1e-2 of it, but 2e-6 of the
+  // typical element size (21, a dot product of ~4000 random terms) the floor stands for.
+  const auto out = tensor_of(DType::f32, {0.00404});
+  const std::vector<double> ref = {0.004};
+  EXPECT_FALSE(compare(out, ref, Tolerance{1, 0, 1e-4}).ok);
+  const auto r = compare(out, ref, Tolerance{1, 0, 1e-4, 21});
+  EXPECT_TRUE(r.ok);
+  EXPECT_NEAR(r.rel_l2, 4e-5 / 21, 1e-9);
+  // Where ||ref|| is above the floor the floor changes nothing: the 1% error still fails.
+  EXPECT_FALSE(compare(tensor_of(DType::f32, {1.01, 1.01, 1.01}), {1, 1, 1}, Tolerance{0.1, 0, 1e-3, 0.5}).ok);
+}
+
 TEST(Compare, NanWhereReferenceIsNanPasses) {
   const double nan = std::numeric_limits<double>::quiet_NaN();
   EXPECT_TRUE(compare(tensor_of(DType::f32, {nan}), {nan}, default_tolerance(DType::f32)).ok);

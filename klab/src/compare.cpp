@@ -1,5 +1,6 @@
 #include "klab/compare.hpp"
 
+#include <algorithm>
 #include <cmath>
 #include <mutex>
 
@@ -83,7 +84,9 @@ CompareResult compare(const HostTensor& out, const std::vector<double>& ref, con
   r.bad = total.bad;
   r.nonfinite = total.nonfinite;
   r.max_abs = total.max_abs;
-  r.rel_l2 = total.ref2 > 0 ? std::sqrt(total.err2 / total.ref2) : std::sqrt(total.err2);
+  const double floor2 = tol.ref_scale * tol.ref_scale * static_cast<double>(r.count);
+  const double ref2 = std::max(total.ref2, floor2);
+  r.rel_l2 = ref2 > 0 ? std::sqrt(total.err2 / ref2) : std::sqrt(total.err2);
   r.first_bad = total.first_bad;
   r.first_bad_out = total.first_out;
   r.first_bad_ref = total.first_ref;

@@ -164,7 +164,7 @@ int autotune(const std::string& key, int candidates, int fallback,
 // gives the reasoning): absolute term 2^-7 * sqrt(K)/3, relative 2^-9, rel-L2 2^-8.
 inline klab::Tolerance tf32_gemm_tolerance(std::int64_t K) {
   const double sigma_k = std::sqrt(static_cast<double>(K)) / 3.0;
-  return {std::ldexp(sigma_k, -7), std::ldexp(1.0, -9), std::ldexp(1.0, -8)};
+  return {std::ldexp(sigma_k, -7), std::ldexp(1.0, -9), std::ldexp(1.0, -8), sigma_k};
 }
 
 }  // namespace matmul

@@ -1,7 +1,11 @@
 // klab/compare.hpp — comparing a kernel's output with an fp64 reference.
 //
 // An element passes when |out - ref| <= atol + rtol * |ref|. On top of that the relative
-// L2 error ||out - ref|| / ||ref|| must stay under max_rel_l2. NaN or Inf in the output
+// L2 error ||out - ref|| / ||ref|| must stay under max_rel_l2; with ref_scale set (the
+// typical size of a reference element), ||ref|| counts as at least ref_scale * sqrt(n), so
+// that a few outputs that happen to be near zero do not turn a small absolute error into a
+// large relative one (a single dot product of 4097 random terms can come out at 0.01 while
+// its typical size is 21). NaN or Inf in the output
 // where the reference is finite fails, whatever the tolerance; an output NaN where the
 // reference is NaN (an op whose semantics produce one) passes.
 #pragma once
@@ -20,6 +24,7 @@ struct Tolerance {
   double atol = 0;
   double rtol = 0;
   double max_rel_l2 = std::numeric_limits<double>::infinity();
+  double ref_scale = 0;  // floor of the rel-L2 denominator, per element (0: none)
 };
 
 // Per-dtype defaults for ops whose every output element is a short computation on
@@ -37,7 +42,7 @@ struct CompareResult {
   std::int64_t count = 0;        // elements compared
   std::int64_t bad = 0;          // elements outside tolerance (NaN/Inf included)
   std::int64_t nonfinite = 0;    // NaN/Inf in output where the reference is finite
-  double rel_l2 = 0;             // ||out - ref|| / ||ref||  (absolute L2 when ||ref|| == 0)
+  double rel_l2 = 0;             // ||out - ref|| / max(||ref||, ref_scale·sqrt(n)); absolute L2 when both are 0
   double max_abs = 0;            // max |out - ref| over finite pairs
   std::int64_t first_bad = -1;   // index of the first failing element
   double first_bad_out = 0, first_bad_ref = 0;
