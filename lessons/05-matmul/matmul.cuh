@@ -160,11 +160,14 @@ int autotune(const std::string& key, int candidates, int fallback,
              const std::function<void(int)>& launch, cudaStream_t stream,
              const std::vector<std::string>& names = {});
 
+// The typical size of an output of a K-term dot product of inputs uniform in [-1, 1).
+inline double sigma_k(std::int64_t K) { return std::sqrt(static_cast<double>(K)) / 3.0; }
+
 // The TF32 baseline's tolerance (an impl-level override; matmul_ops.cu's header comment
-// gives the reasoning): absolute term 2^-7 * sqrt(K)/3, relative 2^-9, rel-L2 2^-8.
+// gives the reasoning): absolute term 2^-7 * sigma_K, relative 2^-9, rel-L2 2^-8.
 inline klab::Tolerance tf32_gemm_tolerance(std::int64_t K) {
-  const double sigma_k = std::sqrt(static_cast<double>(K)) / 3.0;
-  return {std::ldexp(sigma_k, -7), std::ldexp(1.0, -9), std::ldexp(1.0, -8), sigma_k};
+  const double s = sigma_k(K);
+  return {std::ldexp(s, -7), std::ldexp(1.0, -9), std::ldexp(1.0, -8), s};
 }
 
 }  // namespace matmul

@@ -124,10 +124,8 @@ void reference_gemm(const HostTensor& A, const HostTensor& B, std::int64_t a_off
   });
 }
 
-double sigma_k(std::int64_t K) { return std::sqrt(static_cast<double>(K)) / 3.0; }
-
 klab::Tolerance gemm_tolerance(DType t, std::int64_t K) {
-  const double s = sigma_k(K);
+  const double s = matmul::sigma_k(K);
   if (t == DType::bf16) return {std::ldexp(s, -7), std::ldexp(1.0, -7), std::ldexp(1.0, -8), s};
   return {std::ldexp(s, -12), std::ldexp(1.0, -16), std::ldexp(1.0, -14), s};
 }
