@@ -526,6 +526,13 @@ __global__ void __launch_bounds__(Cfg::NT, Cfg::MIN_BLOCKS) mma_kernel(GemmArgs 
   };
   auto stage_a = [&](int kt) { return smem0 + (kt % STAGES) * Cfg::STAGE_BYTES; };
   constexpr int KS = BKT / 16;  // k16 steps per tile
+  // In iteration kt: tile kt+STAGES-1 into the stage of tile kt-1 (read before the barrier
+  // that opened the iteration), and the group committed even when empty.
+  auto copy_next = [&](int kt) {
+    const int next = kt + STAGES - 1;
+    if (next < k_tiles) load_stage(next, next % STAGES);
+    cp_async_commit();
+  };
 
   if constexpr (!Cfg::FRAG_DB) {
     // Where the next tile's copies (into stage kt-1, free since the barrier) are issued.
@@ -537,11 +544,6 @@ __global__ void __launch_bounds__(Cfg::NT, Cfg::MIN_BLOCKS) mma_kernel(GemmArgs 
     // faster). With BK = 32 that spot cost more than it saved (v11 0.366 -> 0.397 ms,
     // 128x128x32 0.333 -> 0.349 ms): there they stay first.
     constexpr int COPY_STEP = KS >= 4 ? KS - 1 : -1;  // -1: before the first ldmatrix
-    auto copy_next = [&](int kt) {
-      const int next = kt + STAGES - 1;
-      if (next < k_tiles) load_stage(next, next % STAGES);
-      cp_async_commit();
-    };
     for (int kt = 0; kt < k_tiles; ++kt) {
       cp_async_wait<STAGES - 2>();  // tile kt has landed (at most STAGES-2 newer groups pending)
       __syncthreads();              // ...for every thread's copies; and stage kt-1 is free
@@ -568,11 +570,7 @@ __global__ void __launch_bounds__(Cfg::NT, Cfg::MIN_BLOCKS) mma_kernel(GemmArgs 
       load_frags(stage_a(0), stage_a(0) + Cfg::TILE_BYTES_A, 0, a[0], b[0]);
     }
     for (int kt = 0; kt < k_tiles; ++kt) {
-      {
-        const int next = kt + STAGES - 1;  // into the stage of tile kt-1, read before the last barrier
-        if (next < k_tiles) load_stage(next, next % STAGES);
-        cp_async_commit();
-      }
+      copy_next(kt);
       const uint32_t sa = stage_a(kt), sb = sa + Cfg::TILE_BYTES_A;
 #pragma unroll
       for (int s = 0; s < KS; ++s) {
