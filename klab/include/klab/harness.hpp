@@ -22,6 +22,7 @@
 #include <vector>
 
 #include "klab/op.hpp"
+#include "klab/telemetry.hpp"
 
 namespace klab {
 
@@ -35,6 +36,7 @@ struct Selection {
   std::int64_t max_elems = 0;          // > 0: skip problems with a larger tensor (sanitizer runs)
   bool exercises = false;              // include impls of kind exercise
   bool only_exercises = false;
+  std::string candidate;               // run only this candidate of autotuned impls (by name)
 };
 
 struct RunOptions {
@@ -61,6 +63,7 @@ struct VerifyRecord {
   std::string message;                 // failure detail, unsupported reason or error
   std::vector<CompareResult> outputs;  // one per output
   double rel_l2 = 0, max_abs = 0;      // worst over outputs
+  std::string candidate;               // the configuration checked, for impls with candidates
 };
 
 struct BenchRecord {
@@ -77,6 +80,8 @@ struct BenchRecord {
   double speedup = 0;                  // baseline median / this median; 0 when no baseline
   std::string baseline;
   bool graph = false;
+  std::string candidate;               // the configuration timed, for impls with candidates
+  Telemetry telemetry;                 // SM clock, power and clock-event reasons in the timed window
 };
 
 struct Case {                          // what verify/bench iterate over
@@ -84,6 +89,9 @@ struct Case {                          // what verify/bench iterate over
   std::vector<const Impl*> impls;
   Problem problem;
 };
+
+// The largest tensor (in elements) of a problem: what --max-elems and large_numel compare.
+std::int64_t largest_tensor(const Op& op, const Problem& p);
 
 // Expands a selection into cases; throws klab::Error for unknown names or a shape or
 // dtype the op rejects (with the reason).

@@ -31,10 +31,24 @@ struct Problem {
   std::string label() const;  // "4096x4096 f32 nt"
 };
 
+// How the harness prepares a tensor before every launch (verified or timed, outside the
+// timed region):
+//   input:  uploaded once, read-only; the harness checksums it after each launch and fails
+//           an impl that wrote it.
+//   inout:  an input the impl updates in place (an optimizer step's parameters, logits a
+//           loss overwrites with its gradient): restored from a pristine copy before every
+//           launch, so every timed launch computes the same step from the same state, and
+//           its final contents are checked like an output (the reference returns one array
+//           per output, then one per inout input, in input order).
+//   output: poisoned before every launch with a pattern no legal answer equals.
+//   zeroed: an output that must start at zero (an atomic accumulation): zero-filled instead.
+enum class Init { input, inout, output, zeroed };
+
 struct TensorSpec {
   std::string name;
   DType dtype;
   Dims shape;
+  Init init = Init::input;   // op.inputs: input or inout; op.outputs: output or zeroed
 };
 
 // Host inputs of one check: tensors, plus scalars (alpha of y = alpha*x, a seed for
@@ -105,6 +119,9 @@ struct Launch {
   cudaStream_t stream = nullptr;
   void* workspace = nullptr;
   std::size_t workspace_bytes = 0;
+  // An impl with candidates (an autotuned one): -1 lets it choose (autotune); k runs its
+  // candidate k as named by Impl::candidates, so that each candidate can be verified.
+  int candidate = -1;
 };
 
 struct Impl {
@@ -116,11 +133,16 @@ struct Impl {
   // (reported as unsupported, never as passed).
   std::function<std::string(const Problem&)> supports;
   std::function<std::size_t(const Problem&)> workspace;  // optional scratch bytes
+  bool zero_workspace = false;         // the harness zero-fills the workspace before every launch
   std::function<void(const Launch&)> run;
   // Optional: replaces the op's tolerance for this impl only, for an impl that computes the
   // same problem in a lower precision mode (cuBLAS TF32 on an f32 matmul). Keeps the op's
   // own tolerance as tight as its exact impls allow.
   std::function<Tolerance(const Problem&, int output)> tolerance;
+  // Optional, for autotuned impls: the names of the configurations it chooses among for
+  // this problem (Launch::candidate indexes them). `klab test` verifies every candidate,
+  // not only the one that wins the timing; `--candidate NAME` runs one by name.
+  std::function<std::vector<std::string>(const Problem&)> candidates;
 };
 
 struct Lesson {
