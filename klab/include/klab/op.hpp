@@ -133,7 +133,6 @@ struct Impl {
   // (reported as unsupported, never as passed).
   std::function<std::string(const Problem&)> supports;
   std::function<std::size_t(const Problem&)> workspace;  // optional scratch bytes
-  bool zero_workspace = false;         // the harness zero-fills the workspace before every launch
   std::function<void(const Launch&)> run;
   // Optional: replaces the op's tolerance for this impl only, for an impl that computes the
   // same problem in a lower precision mode (cuBLAS TF32 on an f32 matmul). Keeps the op's
@@ -143,6 +142,9 @@ struct Impl {
   // this problem (Launch::candidate indexes them). `klab test` verifies every candidate,
   // not only the one that wins the timing; `--candidate NAME` runs one by name.
   std::function<std::vector<std::string>(const Problem&)> candidates;
+  // The harness zero-fills the workspace before every launch (outside the timed region),
+  // for impls whose scratch must start at zero (counters, atomic accumulators).
+  bool zero_workspace = false;
 };
 
 struct Lesson {
