@@ -280,11 +280,13 @@ klab::Op make_strided_copy_op() {
   op.summary = "y[i] = x[i*stride]: bandwidth as the stride grows (GB/s counts useful bytes)";
   op.dims = {"n", "stride"};
   op.dtypes = {DType::f32};
-  // 0, 1, primes; stride 1 (coalesced), 2, odd strides; the last one reads x at indices
-  // past 2^31 ((2^26 + 1) * 32 elements of input, 8 GiB) to prove the 64-bit index.
+  // 0, 1, primes; stride 1 (coalesced), 2, odd strides, one past 128 (lanes 516 bytes
+  // apart); the last one reads x at indices past 2^31 ((2^26 + 1) * 32 elements of input,
+  // 8 GiB) to prove the 64-bit index, and runs v1's grid-stride loop (flat_blocks: 4224
+  // blocks of 256) 62 times.
   op.test_shapes = {{0, 1},    {0, 8},     {1, 1},       {1, 32},   {7, 3},
                     {127, 2},  {1023, 32}, {4097, 7},    {100003, 1}, {65537, 16},
-                    {(std::int64_t{1} << 26) + 1, 32}};
+                    {1001, 129}, {(std::int64_t{1} << 26) + 1, 32}};
   // The sweep: the same 2^24 useful elements at strides 1..32 (input up to 2 GiB).
   for (std::int64_t s = 1; s <= 32; s *= 2) op.bench_shapes.push_back({std::int64_t{1} << 24, s});
   op.baseline = "memcpy2d";
@@ -311,8 +313,12 @@ klab::Op make_grayscale_op() {
   op.summary = "RGB (H x W x 3, interleaved) to luma on a 2D grid";
   op.dims = {"H", "W"};
   op.dtypes = {DType::f32};
+  // The last shape: 3 * H * W = 2,148,546,567 input elements, so the RGB index 3 * p passes
+  // 2^31; H / 8 = 131,073 row blocks, past the 65535 of gridDim.y, so v1's row loop runs
+  // twice; and 1.8e8 pixel quads, so v2's grid-stride loop (4224 blocks) runs many times.
   op.test_shapes = {{0, 0},  {0, 7},     {7, 0},      {1, 1},    {1, 127},
-                    {127, 1}, {7, 7},    {33, 17},    {127, 1023}, {1023, 4097}};
+                    {127, 1}, {7, 7},    {33, 17},    {127, 1023}, {1023, 4097},
+                    {1048583, 683}};
   op.bench_shapes = {{4096, 4096}, {8192, 8192}};
   op.baseline = "v1_2d_grid";
   op.validate = [](const Problem& p) { return need_rank(p, 2); };
@@ -335,8 +341,13 @@ klab::Op make_matrix_add_op() {
   op.summary = "C = A + B on row-major matrices: which thread gets which element";
   op.dims = {"rows", "cols"};
   op.dtypes = {DType::f32, DType::bf16};
+  // Grid loops (gridDim.y is capped at 65535 blocks of 8): v1 walks columns in y, so
+  // 3 x 524353 (65,545 column blocks) loops it twice; v2 walks rows in y, so 524353 x 3 does.
+  // The last shape has 2,148,546,567 elements (the flat index passes 2^31) and loops v2's
+  // rows and v3's grid-stride loop (4224 blocks of 256 16-byte vectors) many times.
   op.test_shapes = {{0, 0},   {0, 5},   {5, 0},     {1, 1},      {1, 4097},
-                    {4097, 1}, {7, 127}, {33, 65},  {127, 1023}, {1023, 1025}};
+                    {4097, 1}, {7, 127}, {33, 65},  {127, 1023}, {1023, 1025},
+                    {3, 524353}, {524353, 3}, {1048583, 2049}};
   op.bench_shapes = {{8192, 8192}, {4096, 32768}};
   op.baseline = "v3_flat_vec";
   op.validate = [](const Problem& p) { return need_rank(p, 2); };

@@ -370,9 +370,17 @@ klab::Op make_transpose_op() {
   op.dtypes = {DType::f32, DType::bf16};
   // Empty sides, single rows/columns, primes, and sizes that are multiples of neither 32
   // nor 64 (33, 65, 127, 1023, 4097) so that every version's edge tiles are exercised.
+  //   130 x 258        even sides past 128: v4's bf16 word path (transpose_v4_pairs) on its
+  //                    two whole 128 x 128 tiles, the element path on the edge tiles
+  //   8388737 x 5      more row tiles than gridDim.y's 65535: every version's row-tile loop
+  //                    runs at least 4 times (32-row tiles), twice (64 rows: v4 f32) or
+  //                    twice on blocks 0-2 (128 rows: v4 bf16); Triton says unsupported
+  //   8388738 x 258    2,164,294,404 elements: flat indices past 2^31, and the word path of
+  //                    v4 bf16 inside its row-tile loop (65,538 row tiles of 128)
   op.test_shapes = {{0, 0},   {0, 5},    {5, 0},      {1, 1},      {1, 7},
                     {7, 1},   {7, 127},  {33, 65},    {64, 64},    {127, 1023},
-                    {1, 4097}, {4097, 3}, {1023, 4097}};
+                    {1, 4097}, {4097, 3}, {1023, 4097}, {130, 258}, {8388737, 5},
+                    {8388738, 258}};
   op.bench_shapes = {{8192, 8192}, {4096, 32768}};
   op.baseline = "cublas";
   op.validate = [](const Problem& p) {
