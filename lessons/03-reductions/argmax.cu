@@ -267,7 +267,12 @@ klab::Op make_argmax_op() {
   op.summary = "max(x) and the lowest index holding it (n = 0: NaN, -1)";
   op.dims = {"n"};
   op.dtypes = {DType::f32};
-  op.test_shapes = {{0}, {1}, {2}, {7}, {127}, {257}, {1023}, {4097}, {65537}, {1000003}, {(1 << 24) + 3}};
+  // (1 << 24) + 3 caps v2's grid at the resident blocks, so its four-loads-per-trip loop
+  // repeats (3-4 trips). 2^31 - 1 is the largest n the int32 index holds (8 GiB): loop
+  // counters pass 2^31 - 1 on their last step, so they must be 64-bit.
+  op.test_shapes = {{0}, {1}, {2}, {7}, {127}, {257}, {1023}, {4097}, {65537}, {1000003}, {(1 << 24) + 3},
+                    {(std::int64_t{1} << 31) - 1}};
+  op.no_huge_shape = "the index output is int32: n <= 2^31 - 1";
   op.bench_shapes = {{1 << 24}, {1 << 28}};
   op.baseline = "cub";
   op.validate = [](const Problem& p) {

@@ -544,9 +544,13 @@ klab::Op make_scan_op() {
   op.summary = "inclusive prefix sum (f32 with a length-scaled tolerance, i32 exact mod 2^32)";
   op.dims = {"n"};
   op.dtypes = {DType::f32, DType::i32};
-  // Around both tile sizes (1024 for v1, 4096 for v2): one short of, exactly, one past.
+  // Around the tile sizes (1024 for v1, 4096 for v2, 8192 for v3): one short of, exactly,
+  // one past. 1048577 makes v1 recurse twice (1025, then 2 block totals). Past 2^31
+  // elements (8 GiB per dtype): tile bases and flat indices must be 64-bit (v2 runs over
+  // 2^19 tiles, v1 recurses three times).
   op.test_shapes = {{0},    {1},    {2},    {7},     {127},   {1023},  {1024},    {1025},
-                    {4095}, {4096}, {4097}, {65537}, {1048577}, {1000003}, {(1 << 24) + 3}};
+                    {4095}, {4096}, {4097}, {8191},  {8193},  {65537}, {1048577}, {1000003},
+                    {(1 << 24) + 3}, {(std::int64_t{1} << 31) + 17}};
   op.bench_shapes = {{1 << 24}, {1 << 28}};
   op.baseline = "cub";
   op.validate = l03::validate_1d;
