@@ -213,16 +213,28 @@ klab::Op make_matmul_op(bool batched) {
         {256, 384, 512},    // whole tiles everywhere
         {4097, 1, 4097},    // matrix-vector with a dimension past 4096
         {1031, 1021, 1027}, // about 1024^3 with every edge partial
+        {264, 392, 520},    // vector loads on, whole tiles beside partial ones: the interior
+                            // path (v8, v13) and the bounded one in one launch, last K tile partial
+        {72, 56, 8200},     // split-K with 16-byte loads / cp.async: 29 slices of 288, the last short
+        {1031, 1160, 1024}, // split-K on 90 tiles (3 slices on 132 SMs): the reduce kernel's
+                            // grid-stride loop (4096 blocks of 256) runs twice
     };
     op.bench_shapes = {{4096, 4096, 4096}, {8192, 8192, 8192}, {512, 512, 32768}};
   } else {
     op.test_shapes = {
         {1, 1, 1, 1}, {0, 3, 3, 3}, {3, 7, 5, 0}, {5, 33, 17, 9},
         {7, 127, 65, 129}, {3, 96, 200, 136}, {2, 256, 256, 256},
+        {131, 133, 9, 17},  // 131 z-slices, M one row past a 128 tile
     };
     // Attention-like (many small products) and a few large ones.
     op.bench_shapes = {{64, 512, 512, 64}, {32, 1024, 1024, 128}, {8, 2048, 2048, 2048}};
   }
+  // A C past 2^31 elements (46349 x 46349 x 8) is 8 GiB per check in f32, and a matmul shape
+  // makes dozens of checks (every impl and autotune candidate, 2 dtypes, 3 variants):
+  // minutes of `klab test 05` for one index check.
+  op.no_huge_shape = "C past 2^31 elements costs 8 GiB per check times dozens of checks per shape; "
+                     "run it on demand: klab test 05 --op " + op.name + " --shape " +
+                     (batched ? "2x32775x32775x8" : "46349x46349x8");
   op.inputs = [batched](const Problem& p) {
     const matmul::Shape s = matmul::shape_of(p);
     Dims a = a_shape(p.variant, s.M, s.K), b = b_shape(p.variant, s.K, s.N);
@@ -275,8 +287,18 @@ klab::Op make_gemv_op() {
   op.dtypes = {DType::f32, DType::bf16};
   op.bound = klab::Bound::memory;
   op.baseline = "cublas";
+  // v2 takes a warp per row from 8448 rows on (132 SMs x 64 warps), a block per row below;
+  // v3 picks W warps per row from the row's 16-byte chunks and R rows per group from M:
+  //   {10007, 136}        warp per row, 16-byte loads; v3 W = 1, R = 1
+  //   {10009, 129}        warp per row, element loads (K odd; v3 unsupported)
+  //   {67, 2056}          v3 W = 4 (f32) and W = 2 (bf16)
+  //   {4096, 4096}        v3 W = 8, R = 2 (f32); W = 4, R = 1 (bf16)
+  //   {(1 << 24) + 3, 8}  v3 R = 4 with rows past M in the last group; v2's grid (2^20 blocks
+  //                       of 8 rows) is capped and its row loop runs twice
+  //   {32771, 65536}      A has 2,147,680,256 elements: row offsets past 2^31 (v3 W = 8, R = 4)
   op.test_shapes = {{0, 0}, {0, 5}, {5, 0}, {1, 1}, {7, 7}, {1, 4097}, {4097, 1},
-                    {127, 1023}, {1023, 4099}, {33, 100003}, {4096, 4096}};
+                    {127, 1023}, {1023, 4099}, {33, 100003}, {4096, 4096},
+                    {10007, 136}, {10009, 129}, {67, 2056}, {(1 << 24) + 3, 8}, {32771, 65536}};
   op.bench_shapes = {{8192, 8192}, {16384, 16384}, {65536, 1024}, {1024, 65536}};
   op.inputs = [](const Problem& p) {
     return std::vector<TensorSpec>{{"A", p.dtype, {p.shape[0], p.shape[1]}}, {"x", p.dtype, {p.shape[1]}}};
