@@ -98,24 +98,35 @@ void generate_softmax(const Problem& p, std::uint64_t seed, klab::Inputs& in) {
   });
 }
 
-// fp64 softmax of one row (the kept columns; masked ones are 0), into out[0, cols).
+// The mask, from the op's definition: row r of a (rows, cols) causal problem keeps column j
+// when j <= r + (cols - rows); the plain variant keeps every column. Written apart from the
+// kernels' diag_of / row_limit (softmax_common.cuh) on purpose: a reference that shared
+// them would agree with any mistake in them. tests/test_references.cpp checks it on cases
+// worked out by hand.
+bool keeps(const Problem& p, i64 r, i64 j) {
+  return p.variant != "causal" || j <= r + (p.shape[1] - p.shape[0]);
+}
+
+// fp64 softmax of row r of x (its kept columns; masked ones are 0), into out[0, cols).
 template <class Get>
-void softmax_row_ref(Get get, i64 cols, i64 limit, double* out) {
+void softmax_row_ref(const Problem& p, i64 r, Get get, double* out) {
+  const i64 cols = p.shape[1];
   double m = -std::numeric_limits<double>::infinity();
-  for (i64 j = 0; j < limit; ++j) m = std::max(m, get(j));
+  for (i64 j = 0; j < cols; ++j)
+    if (keeps(p, r, j)) m = std::max(m, get(j));
   double d = 0;
-  for (i64 j = 0; j < limit; ++j) d += std::exp(get(j) - m);
-  for (i64 j = 0; j < cols; ++j) out[j] = j < limit ? std::exp(get(j) - m) / d : 0.0;
+  for (i64 j = 0; j < cols; ++j)
+    if (keeps(p, r, j)) d += std::exp(get(j) - m);
+  for (i64 j = 0; j < cols; ++j) out[j] = keeps(p, r, j) ? std::exp(get(j) - m) / d : 0.0;
 }
 
 klab::Reference reference_softmax(const Problem& p, const klab::Inputs& in) {
-  const i64 rows = p.shape[0], cols = p.shape[1], diag = softmax04::diag_of(p);
+  const i64 rows = p.shape[0], cols = p.shape[1];
   const klab::HostTensor& x = in.tensors[0];
   klab::Reference ref(1, std::vector<double>(static_cast<std::size_t>(rows * cols)));
   klab::parallel_for(rows, [&](i64 r0, i64 r1) {
     for (i64 r = r0; r < r1; ++r)
-      softmax_row_ref([&](i64 j) { return x.get(r * cols + j); }, cols,
-                      softmax04::row_limit(r, cols, diag), ref[0].data() + r * cols);
+      softmax_row_ref(p, r, [&](i64 j) { return x.get(r * cols + j); }, ref[0].data() + r * cols);
   });
   return ref;
 }
@@ -124,7 +135,7 @@ klab::Reference reference_softmax(const Problem& p, const klab::Inputs& in) {
 // sample of whole rows, the first and the last among them.
 std::vector<klab::SampledReference> sample_softmax(const Problem& p, const klab::Inputs& in,
                                                    std::uint64_t seed) {
-  const i64 rows = p.shape[0], cols = p.shape[1], diag = softmax04::diag_of(p);
+  const i64 rows = p.shape[0], cols = p.shape[1];
   std::vector<i64> pick = {0, rows - 1};
   for (int k = 0; k < 30 && rows > 2; ++k)
     pick.push_back(static_cast<i64>(klab::uniform01(seed, 1000 + k) * static_cast<double>(rows)));
@@ -134,8 +145,7 @@ std::vector<klab::SampledReference> sample_softmax(const Problem& p, const klab:
   std::vector<double> row(static_cast<std::size_t>(cols));
   for (i64 r : pick) {
     if (r < 0 || r >= rows) continue;
-    softmax_row_ref([&](i64 j) { return in.tensors[0].get(r * cols + j); }, cols,
-                    softmax04::row_limit(r, cols, diag), row.data());
+    softmax_row_ref(p, r, [&](i64 j) { return in.tensors[0].get(r * cols + j); }, row.data());
     for (i64 j = 0; j < cols; ++j) {
       out[0].index.push_back(r * cols + j);
       out[0].value.push_back(row[static_cast<std::size_t>(j)]);
@@ -158,7 +168,7 @@ klab::Tolerance tolerance_softmax(const Problem& p, int) {
 // row sums to 1, or to 0 when the causal mask removed every column of the row.
 std::string properties_softmax(const Problem& p, const klab::Inputs&,
                                const std::vector<klab::HostTensor>& out) {
-  const i64 rows = p.shape[0], cols = p.shape[1], diag = softmax04::diag_of(p);
+  const i64 rows = p.shape[0], cols = p.shape[1];
   const double tol = p.dtype == DType::bf16 ? 8e-3 : 1e-4;
   const klab::HostTensor& y = out[0];
   std::vector<std::string> first(static_cast<std::size_t>(std::max<i64>(rows, 0)));
@@ -177,7 +187,7 @@ std::string properties_softmax(const Problem& p, const klab::Inputs&,
         sum += v;
       }
       if (bad[r]) continue;
-      const double want = softmax04::row_limit(r, cols, diag) > 0 ? 1.0 : 0.0;
+      const double want = cols > 0 && keeps(p, r, 0) ? 1.0 : 0.0;   // kept columns are a prefix
       if (std::fabs(sum - want) > tol) {
         bad[r] = 1;
         first[r] = "row " + std::to_string(r) + " sums to " + std::to_string(sum) + ", not " +
@@ -203,6 +213,7 @@ klab::Op make_softmax_op() {
       {7, 3},                 // rows > cols: causal rows 0..3 keep nothing and write zeros
       {3, 127}, {127, 1023}, {5, 4097},           // primes and odd sizes
       {9, 1000},              // multiple of 8 but of no block width
+      {11, 1544}, {13, 3080}, // 16-byte vectors, 2 and 4 per thread in v3/v6 (f32; bf16 1 and 2)
       {17, 8191}, {33, 8192}, {6, 12289},
       {4, 32768},             // the most v3_online holds
       {3, 32769},             // one past it; odd, so no vector loads either
@@ -210,6 +221,8 @@ klab::Op make_softmax_op() {
       {2, 262144}, {3, 262147},   // the long rows v5_cluster holds, and just past them
       {2, 300007},
       {1025, 33}, {70001, 5},     // many short rows; more rows than a grid's y-dimension
+      {1031, 8209},               // 8.5M elements: v1_normalize's grid-stride loop (8448 blocks
+                                  // of 256) runs 4 times, in bf16 too
       {16385, 131072},            // 2,147,614,720 elements: the flat index passes 2^31
   };
   op.bench_shapes = {{8192, 8192}, {4096, 32768}, {512, 262144}};

@@ -41,9 +41,13 @@ using i64 = std::int64_t;
 // The ops: inputs, CPU references, tolerances, property checks
 // ============================================================================================
 
+// The last shape has 2,147,614,720 elements: row offsets and flat indices pass 2^31 (its
+// 131072 columns take the 16-byte path). Each block's loop over its row repeats from 512
+// vectors on (512 threads).
 const std::vector<klab::Dims> kTestShapes = {
     {0, 128}, {4, 0}, {1, 1}, {1, 7}, {7, 1}, {3, 127}, {127, 1023}, {5, 4097}, {9, 1000},
     {17, 8191}, {33, 8192}, {3, 32769}, {5, 65540}, {3, 262147}, {1025, 33}, {70001, 5},
+    {16385, 131072},
 };
 const std::vector<klab::Dims> kBenchShapes = {{8192, 8192}, {4096, 32768}};
 
