@@ -2,7 +2,9 @@
 // the registry, and the lesson references against hand-worked values.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
+#include <functional>
 #include <limits>
 
 #include "klab/cli.hpp"
@@ -251,14 +253,112 @@ TEST(Registry, EveryLessonNamesItsExerciseOpAndReferenceImpl) {
   }
 }
 
+// ---- the edge-case shapes every op must list (README.md, "How a result is checked") ----------
+
+namespace {
+// The problems `klab test` makes of one test shape: every dtype and variant the op's validate
+// accepts (plan() drops the others silently).
+std::vector<Problem> problems_of(const Op& op, const Dims& shape) {
+  std::vector<Problem> out;
+  for (DType t : op.dtypes)
+    for (const auto& v : op.variants) {
+      Problem p{shape, t, v};
+      if (shape.size() == op.dims.size() && (!op.validate || op.validate(p).empty())) out.push_back(p);
+    }
+  return out;
+}
+
+constexpr std::int64_t kPast2to31 = std::int64_t{1} << 31;  // an index of 2^31 needs 2^31 + 1 elements
+
+// What an op's test shapes lack, one line each; empty when they have everything:
+//   a zero-size shape; a shape of one element; in every dimension an odd size (>= 3) and a
+//   size past 128 that is no multiple of 32 (so neither of the common tiles 32 or 128: whole
+//   tiles and a partial one); a tensor past 2^31 elements, or a reason why not
+//   (Op::no_huge_shape), never both. Only shapes that run count.
+std::vector<std::string> missing_edge_cases(const Op& op) {
+  std::vector<std::string> miss;
+  bool zero = false, one = false, huge = false;
+  std::vector<bool> odd(op.dims.size()), ragged(op.dims.size());
+  for (const auto& s : op.test_shapes) {
+    const auto problems = problems_of(op, s);
+    if (problems.empty()) {
+      miss.push_back("shape " + dims_to_string(s) + " runs for no dtype and variant");
+      continue;
+    }
+    zero |= numel_of(s) == 0;
+    one |= std::all_of(s.begin(), s.end(), [](std::int64_t d) { return d == 1; });
+    for (std::size_t k = 0; k < s.size(); ++k) {
+      odd[k] = odd[k] || (s[k] >= 3 && s[k] % 2 == 1);
+      ragged[k] = ragged[k] || (s[k] > 128 && s[k] % 32 != 0);
+    }
+    for (const auto& p : problems) huge |= largest_tensor(op, p) > kPast2to31;
+  }
+  if (!zero) miss.push_back("no zero-size shape");
+  if (!one) miss.push_back("no shape of one element");
+  for (std::size_t k = 0; k < op.dims.size(); ++k) {
+    if (!odd[k]) miss.push_back("no odd size >= 3 in " + op.dims[k]);
+    if (!ragged[k]) miss.push_back("no size > 128 in " + op.dims[k] + " that is not a multiple of 32");
+  }
+  if (!huge && op.no_huge_shape.empty())
+    miss.push_back("no tensor past 2^31 elements, and no no_huge_shape reason");
+  if (huge && !op.no_huge_shape.empty())
+    miss.push_back("a tensor past 2^31 elements, yet no_huge_shape says: " + op.no_huge_shape);
+  return miss;
+}
+
+// An op whose shapes have every edge case: {n, m}, f32, no validate.
+Op complete_op() {
+  Op op;
+  op.name = "synthetic";
+  op.dims = {"n", "m"};
+  op.dtypes = {DType::f32};
+  op.test_shapes = {{0, 5}, {1, 1}, {7, 129}, {131, 3}, {65537, 32769}};
+  op.inputs = [](const Problem& p) { return std::vector<TensorSpec>{{"x", p.dtype, p.shape}}; };
+  op.outputs = op.inputs;
+  return op;
+}
+}  // namespace
+
+TEST(Registry, EdgeCaseCheckFlagsEachMissingCase) {
+  EXPECT_TRUE(missing_edge_cases(complete_op()).empty());
+  // Each edit removes exactly one edge case; the check must name it.
+  const std::vector<std::pair<std::function<void(Op&)>, std::string>> cuts = {
+      {[](Op& op) { op.test_shapes[0] = {2, 5}; }, "no zero-size shape"},
+      {[](Op& op) { op.test_shapes[1] = {1, 2}; }, "no shape of one element"},
+      {[](Op& op) {
+         op.test_shapes[2] = {8, 129};
+         op.test_shapes[3] = {130, 3};
+         op.test_shapes[4] = {65536, 32769};
+       },
+       "no odd size >= 3 in n"},
+      {[](Op& op) { op.test_shapes[2] = {7, 160}; op.test_shapes[4] = {65537, 32768}; },
+       "no size > 128 in m that is not a multiple of 32"},
+      {[](Op& op) { op.test_shapes[4] = {65537, 32767}; },  // 2,147,450,879 elements: under 2^31
+       "no tensor past 2^31 elements, and no no_huge_shape reason"},
+      {[](Op& op) { op.no_huge_shape = "why not"; }, "a tensor past 2^31 elements, yet no_huge_shape says: why not"},
+      {[](Op& op) { op.validate = [](const Problem& p) { return p.shape[0] > 65536 ? "too big" : ""; }; },
+       "shape 65537x32769 runs for no dtype and variant"},
+  };
+  for (const auto& [cut, want] : cuts) {
+    Op op = complete_op();
+    cut(op);
+    const auto miss = missing_edge_cases(op);
+    EXPECT_NE(std::find(miss.begin(), miss.end(), want), miss.end()) << "expected: " << want;
+  }
+  // A declared reason stands in for the huge shape.
+  Op declared = complete_op();
+  declared.test_shapes.pop_back();
+  declared.test_shapes.push_back({131, 129});
+  declared.no_huge_shape = "the index output is int32";
+  EXPECT_TRUE(missing_edge_cases(declared).empty());
+}
+
+// Every registered op, so an op added later is held to the same list with no new code.
 TEST(Registry, EveryOpHasEdgeCaseShapes) {
   for (const auto& op : registry().ops()) {
     EXPECT_FALSE(op.test_shapes.empty()) << op.name;
     EXPECT_FALSE(op.bench_shapes.empty()) << op.name;
-    bool has_tiny = false;
-    for (const auto& s : op.test_shapes)
-      for (auto d : s) has_tiny |= d <= 1;
-    EXPECT_TRUE(has_tiny) << op.name << ": no shape with a 0 or 1 dimension";
+    for (const auto& m : missing_edge_cases(op)) ADD_FAILURE() << op.name << ": " << m;
   }
 }
 
