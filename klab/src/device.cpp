@@ -1,6 +1,7 @@
 #include "klab/device.hpp"
 
 #include <cuda_runtime_api.h>
+#include <unistd.h>
 
 #include <fmt/format.h>
 
@@ -8,19 +9,65 @@
 
 namespace klab {
 
+const char* gpu_state_name(GpuState s) {
+  switch (s) {
+    case GpuState::present: return "present";
+    case GpuState::no_driver: return "no driver";
+    case GpuState::no_device: return "no device";
+    case GpuState::driver_too_old: return "driver too old";
+    case GpuState::init_failed: return "CUDA initialisation failed";
+  }
+  return "?";
+}
+
+bool gpu_absence_is_skip(GpuState s) { return s == GpuState::no_driver || s == GpuState::no_device; }
+
+GpuState classify_cuda_init(int count_error, int device_count, int driver_version) {
+  switch (static_cast<cudaError_t>(count_error)) {
+    case cudaSuccess: return device_count > 0 ? GpuState::present : GpuState::no_device;
+    case cudaErrorNoDevice: return GpuState::no_device;
+    // The toolkit's libcuda stub answers in place of a driver on build machines.
+    case cudaErrorStubLibrary: return GpuState::no_driver;
+    // The runtime reports a missing driver and an old one with the same error; only an
+    // installed driver reports a version.
+    case cudaErrorInsufficientDriver: return driver_version > 0 ? GpuState::driver_too_old : GpuState::no_driver;
+    default: return GpuState::init_failed;
+  }
+}
+
+static std::string cuda_version(int v) { return fmt::format("{}.{}", v / 1000, (v % 1000) / 10); }
+
+static std::string why_absent(GpuState s, cudaError_t e, int driver_version, int runtime_version) {
+  const std::string err = fmt::format("{}: {}", cudaGetErrorName(e), cudaGetErrorString(e));
+  switch (s) {
+    case GpuState::no_driver: return fmt::format("no NVIDIA driver ({})", err);
+    case GpuState::no_device: return e == cudaSuccess ? std::string("the driver sees no CUDA device") : fmt::format("no CUDA device ({})", err);
+    case GpuState::driver_too_old:
+      return fmt::format("the NVIDIA driver supports CUDA {}, older than the CUDA {} runtime klab was built with ({}); update the driver",
+                         cuda_version(driver_version), cuda_version(runtime_version), cudaGetErrorName(e));
+    default: return fmt::format("CUDA initialisation failed ({})", err);
+  }
+}
+
 static DeviceInfo query() {
   DeviceInfo d;
+  cudaDriverGetVersion(&d.driver_version);   // 0 when no driver is installed
+  cudaRuntimeGetVersion(&d.runtime_version);
   int count = 0;
   const cudaError_t e = cudaGetDeviceCount(&count);
-  if (e != cudaSuccess || count == 0) {
+  d.state = classify_cuda_init(e, count, d.driver_version);
+  if (d.state != GpuState::present) {
     cudaGetLastError();
-    d.why_absent = e != cudaSuccess ? fmt::format("{} ({})", cudaGetErrorString(e), cudaGetErrorName(e))
-                                    : std::string("no CUDA device found");
+    d.why_absent = why_absent(d.state, e, d.driver_version, d.runtime_version);
     return d;
   }
   cudaDeviceProp p{};
-  if (cudaGetDevice(&d.index) != cudaSuccess || cudaGetDeviceProperties(&p, d.index) != cudaSuccess) {
-    d.why_absent = "cudaGetDeviceProperties failed";
+  cudaError_t pe = cudaGetDevice(&d.index);
+  if (pe == cudaSuccess) pe = cudaGetDeviceProperties(&p, d.index);
+  if (pe != cudaSuccess) {
+    cudaGetLastError();
+    d.state = GpuState::init_failed;
+    d.why_absent = why_absent(d.state, pe, d.driver_version, d.runtime_version);
     return d;
   }
   d.present = true;
@@ -35,8 +82,6 @@ static DeviceInfo query() {
   d.l2_bytes = static_cast<std::size_t>(p.l2CacheSize);
   d.smem_per_block_optin = p.sharedMemPerBlockOptin;
   d.smem_per_sm = p.sharedMemPerMultiprocessor;
-  cudaDriverGetVersion(&d.driver_version);
-  cudaRuntimeGetVersion(&d.runtime_version);
   cudaDeviceGetAttribute(&d.mem_bus_bits, cudaDevAttrGlobalMemoryBusWidth, d.index);
   cudaDeviceGetAttribute(&d.mem_clock_khz, cudaDevAttrMemoryClockRate, d.index);
   return d;
@@ -47,9 +92,20 @@ const DeviceInfo& device_info() {
   return info;
 }
 
-void require_gpu() {
-  const auto& d = device_info();
-  if (!d.present) throw NoGpuError("no GPU available: " + d.why_absent);
+void require_gpu(const DeviceInfo& d) {
+  if (d.present) return;
+  // One line that says what still works: a user without a GPU has plenty to do.
+  if (gpu_absence_is_skip(d.state))
+    throw NoGpuError("no GPU: " + d.why_absent +
+                     "; without one, `klab list`, `klab progress`, `klab doctor`, the build and the CPU tests (ctest -LE gpu) still work");
+  throw Error("cannot use the GPU: " + d.why_absent);
+}
+
+void require_gpu() { require_gpu(device_info()); }
+
+std::int64_t host_memory_bytes() {
+  const long pages = sysconf(_SC_PHYS_PAGES), page = sysconf(_SC_PAGE_SIZE);
+  return pages > 0 && page > 0 ? static_cast<std::int64_t>(pages) * page : 0;
 }
 
 }  // namespace klab

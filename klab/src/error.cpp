@@ -6,6 +6,8 @@
 
 #include <string>
 
+#include "klab/device.hpp"
+
 namespace klab {
 
 namespace {
@@ -26,7 +28,11 @@ void check_cuda(int code, const char* call, const char* file, int line) {
   const auto e = static_cast<cudaError_t>(code);
   cudaGetLastError();  // clear a sticky non-fatal error so the next case starts clean
   const std::string msg = std::string("CUDA error ") + cudaGetErrorName(e) + ": " + cudaGetErrorString(e);
-  if (e == cudaErrorNoDevice || e == cudaErrorInsufficientDriver) throw NoGpuError(msg + where(call, file, line));
+  // The exit-code rule of device.hpp: no driver or no device skips (77); a driver too old
+  // for the runtime is a failure the user must see.
+  int driver_version = 0;
+  cudaDriverGetVersion(&driver_version);
+  if (gpu_absence_is_skip(classify_cuda_init(code, 0, driver_version))) throw NoGpuError(msg + where(call, file, line));
   throw Error(msg + where(call, file, line));
 }
 

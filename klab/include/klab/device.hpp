@@ -1,14 +1,34 @@
-// klab/device.hpp — what GPU (if any) this process runs on.
+// klab/device.hpp — what GPU (if any) this process runs on, and why not when none.
 #pragma once
 
 #include <cstddef>
+#include <cstdint>
 #include <string>
 
 namespace klab {
 
+// Why a GPU can or cannot be used. The first two absences are the machine's nature (a CI
+// runner, a laptop): verbs that need a GPU skip with exit 77. The others are a broken
+// installation the user must hear about: exit 1 with the CUDA error named.
+enum class GpuState {
+  present,
+  no_driver,        // libcuda.so.1 absent, or only the toolkit's stub of it
+  no_device,        // a driver, but no device (or CUDA_VISIBLE_DEVICES hides them all)
+  driver_too_old,   // a driver older than the CUDA runtime klab was built with
+  init_failed,      // any other CUDA initialisation failure
+};
+const char* gpu_state_name(GpuState s);          // "no driver", "driver too old", ...
+bool gpu_absence_is_skip(GpuState s);            // no_driver, no_device: exit 77
+
+// The state from what the CUDA runtime reports at start-up: cudaGetDeviceCount's result
+// and count, and cudaDriverGetVersion's version (0 when no driver is installed). Pure, so
+// that every branch is tested without the machine it describes.
+GpuState classify_cuda_init(int count_error, int device_count, int driver_version);
+
 struct DeviceInfo {
   bool present = false;
-  std::string why_absent;            // when !present: the CUDA error, in words
+  GpuState state = GpuState::no_device;
+  std::string why_absent;            // when !present: the CUDA error and what it means, in words
   int index = 0;
   std::string name, uuid;
   int cc_major = 0, cc_minor = 0;
@@ -22,7 +42,14 @@ struct DeviceInfo {
 // Queried once and cached. Never throws: absence is a state, not an error.
 const DeviceInfo& device_info();
 
-// Throws NoGpuError with the reason when no GPU is present.
+// Returns when a GPU is present. Throws NoGpuError (exit 77) when there is no driver or
+// no device, and klab::Error naming the CUDA error (exit 1) for a driver too old or any
+// other initialisation failure.
 void require_gpu();
+void require_gpu(const DeviceInfo& d);
+
+// Physical memory of this machine in bytes (0 if it cannot be read): what --shape is
+// checked against before anything is allocated.
+std::int64_t host_memory_bytes();
 
 }  // namespace klab
