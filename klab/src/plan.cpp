@@ -1,15 +1,78 @@
 // Planning: a selection (lessons, ops, impls, shape, dtype, variant) expanded into the
-// cases the harness verifies or times. Unknown names and shapes an op rejects are usage
-// errors (exit 2) with the reason.
+// cases the harness verifies or times. Unknown names, and a shape that no selected op can
+// take in any dtype, are usage errors (exit 2) with the reason; a --shape that only some
+// dtypes can take runs those and notes the others.
+#include "klab/plan.hpp"
+
 #include <algorithm>
+#include <map>
 #include <set>
 
 #include <fmt/format.h>
 
+#include "klab/device.hpp"
 #include "klab/error.hpp"
-#include "klab/harness.hpp"
 
 namespace klab {
+
+// ---------------------------------------------------------------------------------------
+// Sizes: overflow and memory, checked before anything is allocated
+// ---------------------------------------------------------------------------------------
+
+std::optional<std::int64_t> checked_numel(const Dims& shape) {
+  std::int64_t n = 1;
+  for (const auto d : shape)
+    if (d < 0 || __builtin_mul_overflow(n, d, &n)) return std::nullopt;
+  return n;
+}
+
+MemoryLimits memory_limits() {
+  const auto& d = device_info();
+  return {host_memory_bytes(), d.present ? static_cast<std::int64_t>(d.global_mem) : 0};
+}
+
+static std::string gb(std::int64_t bytes) { return fmt::format("{:.1f} GB", static_cast<double>(bytes) / 1e9); }
+
+namespace {
+// Bytes of a problem's tensors, each counted once, and of its fp64 reference.
+struct Footprint {
+  std::int64_t tensors = 0;     // inputs and outputs, on the device and again on the host
+  std::int64_t reference = 0;   // 8 bytes per checked element, unless the op samples it
+  std::int64_t host = 0;        // tensors + reference
+  bool overflow = false;        // a count or a sum passed 2^63 - 1
+};
+
+Footprint footprint(const Op& op, const Problem& p) {
+  Footprint f;
+  const bool full_reference = !(op.sample_only && op.sample_only(p));
+  auto add = [&](const TensorSpec& t, bool checked) {
+    const auto n = checked_numel(t.shape);
+    std::int64_t bytes = 0, ref = 0;
+    f.overflow = f.overflow || !n || __builtin_mul_overflow(*n, static_cast<std::int64_t>(dtype_size(t.dtype)), &bytes) ||
+                 __builtin_add_overflow(f.tensors, bytes, &f.tensors) ||
+                 (checked && full_reference &&
+                  (__builtin_mul_overflow(*n, std::int64_t{8}, &ref) || __builtin_add_overflow(f.reference, ref, &f.reference)));
+  };
+  for (const auto& t : op.inputs(p)) add(t, t.init == Init::inout);
+  for (const auto& t : op.outputs(p)) add(t, true);
+  f.overflow = f.overflow || __builtin_add_overflow(f.tensors, f.reference, &f.host);
+  return f;
+}
+}  // namespace
+
+std::string why_too_large(const Op& op, const Problem& p, const MemoryLimits& lim) {
+  const Footprint f = footprint(op, p);
+  if (f.overflow) return "its tensors take more than 2^63 bytes";
+  // Lower bounds of what the harness holds at once, so a shape refused here cannot have
+  // run: on the device every input and output; on the host the same tensors (generated
+  // inputs, downloaded outputs) plus the fp64 reference of every checked element.
+  if (lim.device > 0 && f.tensors > lim.device)
+    return fmt::format("its tensors take {} of GPU memory; the GPU has {}", gb(f.tensors), gb(lim.device));
+  if (lim.host > 0 && f.host > lim.host)
+    return fmt::format("its tensors and fp64 reference take {} of host memory; this machine has {}", gb(f.host),
+                       gb(lim.host));
+  return "";
+}
 
 // ---------------------------------------------------------------------------------------
 // Planning: selection -> cases
@@ -28,7 +91,33 @@ static std::string known_lessons() {
   return s;
 }
 
+// Why problem p is not planned: the op's validate, and for a size the user asked for, the
+// element count first (validate may multiply the sizes itself) and the memory last.
+static std::string why_rejected(const Op& op, const Problem& p, bool user_shape, const MemoryLimits& lim) {
+  if (user_shape && !checked_numel(p.shape)) return "the element count passes 2^63";
+  if (op.validate)
+    if (std::string why = op.validate(p); !why.empty()) return why;
+  return user_shape ? why_too_large(op, p, lim) : "";
+}
+
+// "f16, bf16 (past 2^31 elements: f32 only); f32 (...)": problems grouped by reason.
+static std::string group_reasons(const std::vector<std::pair<std::string, std::string>>& label_why) {
+  std::vector<std::pair<std::string, std::string>> groups;  // reason -> labels, in first-seen order
+  for (const auto& [label, why] : label_why) {
+    auto g = std::find_if(groups.begin(), groups.end(), [&](const auto& x) { return x.first == why; });
+    if (g == groups.end()) groups.push_back({why, label});
+    else g->second += ", " + label;
+  }
+  std::string s;
+  for (const auto& [why, labels] : groups) s += fmt::format("{}{} ({})", s.empty() ? "" : "; ", labels, why);
+  return s;
+}
+
 std::vector<Case> plan(const Selection& sel, bool bench_shapes) {
+  return make_plan(sel, bench_shapes, sel.shape ? memory_limits() : MemoryLimits{}).cases;
+}
+
+Plan make_plan(const Selection& sel, bool bench_shapes, const MemoryLimits& lim) {
   auto& reg = registry();
   std::vector<std::string> lesson_ids;
   for (const auto& key : sel.lessons) {
@@ -49,8 +138,9 @@ std::vector<Case> plan(const Selection& sel, bool bench_shapes) {
       throw UsageError(fmt::format("unknown op '{}' in the selected lessons (see `klab list`)", name));
 
   std::set<std::string> impls_seen;
-  std::vector<std::string> skipped;  // why selected ops produced no case
-  std::vector<Case> cases;
+  std::vector<std::pair<std::string, std::string>> skipped;  // (op, why it produced no case)
+  Plan out;
+  std::vector<Case>& cases = out.cases;
   for (const Op* op : ops) {
     std::vector<const Impl*> impls;
     for (const Impl* im : reg.impls_of(op->name)) {
@@ -68,7 +158,7 @@ std::vector<Case> plan(const Selection& sel, bool bench_shapes) {
     std::vector<DType> dtypes = op->dtypes;
     if (sel.dtype) {
       if (std::find(dtypes.begin(), dtypes.end(), *sel.dtype) == dtypes.end()) {
-        skipped.push_back(fmt::format("{} takes dtypes {}", op->name, dtype_list(op->dtypes)));
+        skipped.push_back({op->name, fmt::format("{} takes dtypes {}", op->name, dtype_list(op->dtypes))});
         continue;
       }
       dtypes = {*sel.dtype};
@@ -78,7 +168,7 @@ std::vector<Case> plan(const Selection& sel, bool bench_shapes) {
       if (std::find(variants.begin(), variants.end(), *sel.variant) == variants.end()) {
         std::string vs;
         for (auto& v : op->variants) vs += (vs.empty() ? "" : ", ") + (v.empty() ? std::string("(none)") : v);
-        skipped.push_back(fmt::format("{} takes variants {}", op->name, vs));
+        skipped.push_back({op->name, fmt::format("{} takes variants {}", op->name, vs)});
         continue;
       }
       variants = {*sel.variant};
@@ -88,35 +178,45 @@ std::vector<Case> plan(const Selection& sel, bool bench_shapes) {
       if (sel.shape->size() != op->dims.size()) {
         std::string d;
         for (auto& n : op->dims) d += (d.empty() ? "" : "x") + n;
-        skipped.push_back(fmt::format("{} takes a shape {} ({} numbers), got {}", op->name, d, op->dims.size(), dims_to_string(*sel.shape)));
+        skipped.push_back({op->name, fmt::format("{} takes a shape {} ({} numbers), got {}", op->name, d, op->dims.size(),
+                                                 dims_to_string(*sel.shape))});
         continue;
       }
       shapes = {*sel.shape};
     }
+    int accepted = 0;
+    std::vector<std::pair<std::string, std::string>> rejected;  // (dtype [variant], why), for a --shape
     for (const auto& shape : shapes)
       for (DType t : dtypes)
         for (const auto& v : variants) {
           Problem p{shape, t, v};
-          if (sel.max_elems > 0 && largest_tensor(*op, p) > sel.max_elems) continue;
-          if (op->validate) {
-            const std::string why = op->validate(p);
-            if (!why.empty()) {
-              if (sel.shape) throw UsageError(fmt::format("shape {} rejected by {}: {}", dims_to_string(shape), op->name, why));
-              continue;
-            }
+          if (const std::string why = why_rejected(*op, p, sel.shape.has_value(), lim); !why.empty()) {
+            if (sel.shape) rejected.push_back({v.empty() ? dtype_name(t) : fmt::format("{} {}", dtype_name(t), v), why});
+            continue;  // an op's own shapes that it rejects in one dtype are not run in it
           }
+          ++accepted;
+          if (sel.max_elems > 0 && largest_tensor(*op, p) > sel.max_elems) continue;
           cases.push_back({op, impls, p});
         }
+    if (rejected.empty()) continue;
+    const std::string why = group_reasons(rejected);
+    if (accepted > 0)
+      out.notes.push_back(fmt::format("{} at {}: unsupported: {}", op->name, dims_to_string(*sel.shape), why));
+    else
+      skipped.push_back({op->name, fmt::format("shape {} rejected by {}: {}", dims_to_string(*sel.shape), op->name, why)});
   }
   for (const auto& name : sel.impls)
     if (!impls_seen.count(name))
       throw UsageError(fmt::format("unknown impl '{}' for the selected ops (see `klab list`)", name));
   if (cases.empty()) {
-    std::string why = skipped.empty() ? std::string("no ops match") : skipped.front();
-    for (std::size_t i = 1; i < skipped.size(); ++i) why += "; " + skipped[i];
+    // One readable line: the first op's reason, the others by name.
+    std::string why = skipped.empty() ? std::string("no ops match") : skipped.front().second;
+    std::string others;
+    for (std::size_t i = 1; i < skipped.size(); ++i) others += (others.empty() ? "" : ", ") + skipped[i].first;
+    if (!others.empty()) why += fmt::format("; nor can {} (--op NAME gives the reason)", others);
     throw UsageError("nothing to run: " + why);
   }
-  return cases;
+  return out;
 }
 
 }  // namespace klab

@@ -6,6 +6,7 @@
 #include <cmath>
 #include <cstdint>
 #include <functional>
+#include <limits>
 #include <string>
 
 #include "klab/device.hpp"
@@ -82,7 +83,8 @@ inline klab::Op elementwise_op(std::string name, std::string summary, int arity,
     if (p.shape[0] < 0) return std::string("n < 0");
     // The index check past 2^31 runs in f32: the index arithmetic is the same template
     // code for every dtype, and each such check moves ~40 GB through host memory.
-    if (p.shape[0] > kCpuMaxElems && p.dtype != klab::DType::f32) return std::string("past 2^31 elements: f32 only");
+    if (p.shape[0] > std::numeric_limits<std::int32_t>::max() && p.dtype != klab::DType::f32)
+      return std::string("past 2^31 elements: f32 only");
     return std::string();
   };
   return op;
