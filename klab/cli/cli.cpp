@@ -4,10 +4,18 @@
 
 #include <cuda_runtime_api.h>
 
+#include <unistd.h>
+
 #include <CLI/CLI.hpp>
+#include <cerrno>
+#include <charconv>
+#include <cmath>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
+#include <filesystem>
 #include <random>
+#include <type_traits>
 
 #include <fmt/format.h>
 
@@ -15,6 +23,7 @@
 #include "klab/error.hpp"
 #include "klab/harness.hpp"
 #include "klab/peaks.hpp"
+#include "klab/plan.hpp"
 #include "klab/progress.hpp"
 #include "klab/report.hpp"
 #include "klab/triton.hpp"
@@ -60,8 +69,36 @@ struct Common {
   std::int64_t max_elems = 0;
   std::uint64_t seed = 0;
   bool seed_given = false, verbose = false, graph = false;
+  bool shape_given = false, dtype_given = false;   // given, even as '' (which is then an error)
   double time_cap = 1.0;
 };
+
+// Validators that say what a value must be, in place of CLI11's "Could not convert" and its
+// range messages (which print 1.8e308 to 309 digits). They see the text before conversion,
+// so "-1" cannot wrap into a huge unsigned seed and "nan" cannot pass as a time cap.
+template <class Int>
+CLI::Validator whole_number(std::string what) {
+  return CLI::Validator(
+      [what](std::string& s) {
+        Int v{};
+        const auto [end, ec] = std::from_chars(s.data(), s.data() + s.size(), v);
+        bool ok = !s.empty() && ec == std::errc() && end == s.data() + s.size();
+        if constexpr (std::is_signed_v<Int>) ok = ok && v >= 0;
+        return ok ? std::string() : fmt::format("'{}' is not {}", s, what);
+      },
+      "N");
+}
+
+CLI::Validator positive_seconds() {
+  return CLI::Validator(
+      [](std::string& s) {
+        double v = 0;
+        const auto [end, ec] = std::from_chars(s.data(), s.data() + s.size(), v);
+        const bool ok = !s.empty() && ec == std::errc() && end == s.data() + s.size() && std::isfinite(v) && v > 0;
+        return ok ? std::string() : fmt::format("'{}' is not a positive number of seconds", s);
+      },
+      "SECONDS");
+}
 
 void add_selection(CLI::App* c, Common& o, bool lessons_positional = true) {
   if (lessons_positional) c->add_option("lessons", o.lessons, "lessons by number or name (default: all)");
@@ -70,7 +107,8 @@ void add_selection(CLI::App* c, Common& o, bool lessons_positional = true) {
   c->add_option("--shape", o.shape, "one shape instead of the op's own, e.g. 4096x4096 or 2^28");
   c->add_option("--dtype", o.dtype, "one dtype: f32, f16, bf16, i32, u8");
   c->add_option("--variant", o.variant, "one variant of ops that have them");
-  c->add_option("--max-elems", o.max_elems, "skip problems with a tensor larger than this (for sanitizer runs)");
+  c->add_option("--max-elems", o.max_elems, "skip problems with a tensor larger than this (for sanitizer runs)")
+      ->check(whole_number<std::int64_t>("a count of elements below 2^63"));
 }
 
 Selection make_selection(const Common& o) {
@@ -78,8 +116,8 @@ Selection make_selection(const Common& o) {
   s.lessons = o.lessons;
   s.impls = o.impls;
   s.ops = o.ops;
-  if (!o.shape.empty()) s.shape = parse_shape(o.shape);
-  if (!o.dtype.empty()) {
+  if (o.shape_given) s.shape = parse_shape(o.shape);
+  if (o.dtype_given) {
     s.dtype = parse_dtype(o.dtype);
     if (!s.dtype) throw UsageError(fmt::format("bad dtype '{}': expected one of f32, f16, bf16, i32, u8", o.dtype));
   }
@@ -102,6 +140,35 @@ RunOptions make_options(const Common& o) {
   r.verbose = o.verbose;
   r.log = [](const std::string& line) { std::fprintf(stderr, "%s\n", line.c_str()); };
   return r;
+}
+
+void print_run_seed(const RunOptions& ro) {
+  std::printf("run seed: %llu (replay: --seed %llu)\n", static_cast<unsigned long long>(ro.run_seed),
+              static_cast<unsigned long long>(ro.run_seed));
+}
+
+// The cases of a selection; for a --shape that some dtypes cannot take, a note per op
+// names them (they are left out, and the others run).
+std::vector<Case> plan_cases(const Selection& sel, bool bench_shapes, bool print_notes = true) {
+  Plan p = make_plan(sel, bench_shapes, sel.shape ? memory_limits() : MemoryLimits{});
+  if (print_notes)
+    for (const auto& n : p.notes) std::printf("note: %s\n", n.c_str());
+  return std::move(p.cases);
+}
+
+// --json and --csv are checked before any work: a run of minutes must not end in "cannot
+// write", and without a GPU the mistake would otherwise hide behind exit 77.
+void check_writable(const char* flag, const std::string& path) {
+  namespace fs = std::filesystem;
+  if (path.empty()) throw UsageError(fmt::format("{} needs a file name", flag));
+  std::error_code ec;
+  const fs::path file(path);
+  if (fs::is_directory(file, ec)) throw UsageError(fmt::format("{} {}: is a directory, not a file", flag, path));
+  const fs::path dir = file.has_parent_path() ? file.parent_path() : fs::path(".");
+  if (!fs::is_directory(dir, ec)) throw UsageError(fmt::format("{} {}: there is no directory {}", flag, path, dir.string()));
+  const fs::path target = fs::exists(file, ec) ? file : dir;
+  if (access(target.c_str(), W_OK) != 0)
+    throw UsageError(fmt::format("{} {}: {} is not writable ({})", flag, path, target.string(), std::strerror(errno)));
 }
 
 void print_device_line() {
@@ -154,10 +221,16 @@ bool any_failed(const std::vector<BenchRecord>& v) {
 }
 
 // Nothing passed and nothing failed: every case was unsupported here. Not a pass.
-bool none_ran(const std::vector<VerifyRecord>& v) {
+template <class Record>
+bool none_ran(const std::vector<Record>& v) {
   for (const auto& r : v)
     if (r.status != Status::unsupported) return false;
   return true;
+}
+
+int nothing_ran() {
+  std::printf("nothing ran: every selected impl is unsupported on this device\n");
+  return kExitFail;
 }
 
 void write_outputs(const Common& o, const RunOptions& ro, const std::vector<VerifyRecord>* v,
@@ -221,49 +294,50 @@ int cmd_list(const Common& o) {
   return kExitOk;
 }
 
+// Every usage error of test, bench and run is found before require_gpu(): without a GPU
+// a malformed request still exits 2, not 77.
 int cmd_test(Common& o, Selection sel) {
-  const auto cases = plan(sel, false);
+  const auto cases = plan_cases(sel, false);
   require_gpu();
   const RunOptions ro = make_options(o);
   print_device_line();
-  std::printf("run seed: %llu (replay: --seed %llu)\n", static_cast<unsigned long long>(ro.run_seed),
-              static_cast<unsigned long long>(ro.run_seed));
+  print_run_seed(ro);
   const auto recs = verify_by_op(cases, ro, o.verbose);
   write_outputs(o, ro, &recs, nullptr);
   if (any_failed(recs)) return kExitFail;
-  if (none_ran(recs)) {
-    std::printf("nothing ran: every selected impl is unsupported on this device\n");
-    return kExitFail;
-  }
-  return kExitOk;
+  return none_ran(recs) ? nothing_ran() : kExitOk;
 }
 
 int cmd_bench(Common& o, Selection sel) {
-  const auto cases = plan(sel, true);
+  const auto cases = plan_cases(sel, true);
   (void)l2_flush_by_write();   // a bad KLAB_L2_FLUSH is a usage error, GPU or not
   require_gpu();
   const RunOptions ro = make_options(o);
   print_device_line();
+  print_run_seed(ro);   // the re-check of each timed output draws its inputs from it
   (void)peaks();
   const auto recs = bench_by_op(cases, ro);
   write_outputs(o, ro, nullptr, &recs);
-  return any_failed(recs) ? kExitFail : kExitOk;
+  if (any_failed(recs)) return kExitFail;
+  return none_ran(recs) ? nothing_ran() : kExitOk;
 }
 
 int cmd_run(Common& o, Selection sel) {
-  const auto vcases = plan(sel, false);
-  const auto bcases = plan(sel, true);
+  const auto vcases = plan_cases(sel, false);
+  const auto bcases = plan_cases(sel, true, !sel.shape);   // a --shape's notes are the same twice
   (void)l2_flush_by_write();
   require_gpu();
   const RunOptions ro = make_options(o);
   print_device_line();
-  std::printf("run seed: %llu\n\n== verify ==\n", static_cast<unsigned long long>(ro.run_seed));
+  print_run_seed(ro);
+  std::printf("\n== verify ==\n");
   const auto v = verify_by_op(vcases, ro, o.verbose);
   (void)peaks();
   std::printf("\n== bench ==\n");
   const auto b = bench_by_op(bcases, ro);
   write_outputs(o, ro, &v, &b);
-  return any_failed(v) || any_failed(b) ? kExitFail : kExitOk;
+  if (any_failed(v) || any_failed(b)) return kExitFail;
+  return none_ran(v) && none_ran(b) ? nothing_ran() : kExitOk;
 }
 
 int cmd_check(Common& o, const std::string& lesson_key) {
@@ -274,7 +348,8 @@ int cmd_check(Common& o, const std::string& lesson_key) {
   sel.lessons = {l->id};
   sel.ops = {l->exercise_op};
   sel.only_exercises = true;
-  const auto cases = plan(sel, false);
+  const auto cases = plan_cases(sel, false);
+  (void)l2_flush_by_write();   // the grade ends with a bench
   require_gpu();
   RunOptions ro = make_options(o);
   // Unseen seeds: the fixed seeds of `klab test` are known; the grader draws its own.
@@ -297,7 +372,7 @@ int cmd_check(Common& o, const std::string& lesson_key) {
   bsel.ops = {l->exercise_op};
   bsel.exercises = true;
   bsel.impls = {"exercise", l->exercise_reference};
-  auto bcases = plan(bsel, true);
+  auto bcases = plan_cases(bsel, true);
   bcases.resize(std::min<std::size_t>(bcases.size(), 1));
   ro.time_cap_s = 0.5;
   (void)peaks();
@@ -330,7 +405,12 @@ int cmd_progress() {
   std::vector<std::string> available;
   for (const auto& l : registry().lessons())
     if (!l.exercise_op.empty()) available.push_back(l.id);
-  const std::string text = progress_report(load_progress(), available);
+  // An unreadable or foreign progress file is the user's to fix (KLAB_PROGRESS_FILE or the
+  // file itself): a usage error, with load_progress()'s advice.
+  const ProgressData data = [] {
+    try { return load_progress(); } catch (const Error& e) { throw UsageError(e.what()); }
+  }();
+  const std::string text = progress_report(data, available);
   std::fputs(text.c_str(), stdout);
   return kExitOk;
 }
@@ -344,9 +424,12 @@ int cmd_doctor(bool remeasure) {
   const auto& d = device_info();
   std::printf("Kernel Lab doctor\n");
   std::printf("  CUDA toolkit at build  %d.%d\n", CUDART_VERSION / 1000, (CUDART_VERSION % 1000) / 10);
-  if (!d.present) {
-    std::printf("  GPU                    none: %s\n", d.why_absent.c_str());
+  if (!d.present && gpu_absence_is_skip(d.state)) {
+    std::printf("  GPU                    none (%s): %s\n", gpu_state_name(d.state), d.why_absent.c_str());
     std::printf("                         kernels cannot run here; `klab test`/`bench`/`run`/`check` exit 77\n");
+  } else if (!d.present) {
+    std::printf("  GPU                    unusable (%s): %s\n", gpu_state_name(d.state), d.why_absent.c_str());
+    std::printf("                         `klab test`/`bench`/`run`/`check` exit 1 until this is fixed\n");
   } else {
     std::printf("  GPU                    %s (%s)\n", d.name.c_str(), d.uuid.c_str());
     std::printf("  compute capability     %d.%d\n", d.cc_major, d.cc_minor);
@@ -384,7 +467,95 @@ int cmd_doctor(bool remeasure) {
   return kExitOk;
 }
 
+std::string one_line(std::string s) {
+  std::replace(s.begin(), s.end(), '\n', ' ');
+  return s;
+}
+
+// "klab check <lesson> [options]": a verb's usage in one line, from its own options.
+std::string usage_of(const CLI::App* c) {
+  std::string u = "klab " + c->get_name();
+  bool options = false;
+  for (const CLI::Option* opt : c->get_options()) {
+    if (!opt->get_positional()) {
+      options = options || opt != c->get_help_ptr();
+      continue;
+    }
+    const std::string name = opt->get_name();
+    u += opt->get_required() ? " <" + name + ">" : opt->get_items_expected_max() > 1 ? " [" + name + "...]" : " [" + name + "]";
+  }
+  if (options) u += " [options]";
+  return fmt::format("usage: {}; `klab {} --help` lists the options", u, c->get_name());
+}
+
+std::string verbs_of(const CLI::App& app) {
+  std::string v;
+  for (const CLI::App* c : app.get_subcommands([](const CLI::App*) { return true; }))
+    v += (v.empty() ? "" : ", ") + c->get_name();
+  return v;
+}
+
+// CLI11's parse errors, and arguments it left over, as one line naming what is wrong, the
+// verb, and the verb's usage (never CLI11's raw phrasing or its help text).
+std::string parse_problem(const CLI::App& app, const std::string& what, int argc, char** argv) {
+  const auto verbs = app.get_subcommands();
+  if (verbs.empty()) {
+    if (argc < 2) return fmt::format("no verb given (verbs: {})", verbs_of(app));
+    const std::string first = argv[1];
+    if (!first.empty() && first[0] == '-') return fmt::format("unknown option '{}' before the verb (verbs: {})", first, verbs_of(app));
+    return fmt::format("unknown verb '{}' (verbs: {})", first, verbs_of(app));
+  }
+  return fmt::format("{}: {} ({})", verbs.front()->get_name(), what, usage_of(verbs.front()));
+}
+
+// The first argument that nothing took, as a usage problem, or "". Every App allows extras
+// so that this, not CLI11's list of them, names it: the verb's own are left on the verb,
+// the ones before the verb on the app.
+std::string leftover(const CLI::App& app, const CLI::App* verb, int argc, char** argv) {
+  auto what = [](const std::string& a) {
+    return !a.empty() && a[0] == '-' && a.size() > 1 ? fmt::format("unknown option '{}'", a)
+                                                      : fmt::format("unexpected argument '{}'", a);
+  };
+  if (const auto before = app.remaining(); !before.empty())
+    return fmt::format("{} before the verb {} (options follow the verb; {})", what(before.front()), verb->get_name(),
+                       usage_of(verb));
+  const auto rest = verb->remaining();
+  return rest.empty() ? "" : parse_problem(app, what(rest.front()), argc, argv);
+}
+
 }  // namespace
+
+int report_error(std::exception_ptr e, bool shape_requested) {
+  auto say = [](const char* prefix, const std::string& what) { std::fprintf(stderr, "klab: %s%s\n", prefix, one_line(what).c_str()); };
+  try {
+    std::rethrow_exception(e);
+  } catch (const NoGpuError& x) {
+    say("", x.what());
+    return kExitNoGpu;
+  } catch (const UsageError& x) {
+    say("error: ", x.what());
+    return kExitUsage;
+  } catch (const Error& x) {
+    say("error: ", x.what());
+    return kExitFail;
+  } catch (const std::bad_alloc&) {
+    // plan() refuses a --shape whose tensors cannot fit; what is left is the harness's own
+    // working memory on top of them: still the requested size's fault.
+    if (shape_requested) {
+      say("error: ", "out of host memory for the requested --shape; try a smaller one");
+      return kExitUsage;
+    }
+    say("error: ", "out of host memory");
+    return kExitFail;
+  } catch (const std::exception& x) {
+    say("error: ", fmt::format("internal error: {}", x.what()));
+    return kExitFail;
+  } catch (...) {
+    say("error: ", "internal error: an exception of unknown type");
+    return kExitFail;
+  }
+  return kExitFail;
+}
 
 int klab_main(int argc, char** argv) {
   // Line-buffered even into a file or pipe: a run stopped by a time limit keeps its output.
@@ -406,14 +577,15 @@ int klab_main(int argc, char** argv) {
   for (auto* c : {run, test, bench_c}) {
     add_selection(c, o);
     c->add_option("--json", o.json, "write the results as JSON to this file");
-    auto* s = c->add_option("--seed", o.seed, "the run seed (default: random, printed)");
+    auto* s = c->add_option("--seed", o.seed, "the run seed (default: random, printed)")
+                  ->check(whole_number<std::uint64_t>("a seed: a whole number from 0 to 2^64 - 1"));
     s->each([&](const std::string&) { o.seed_given = true; });
     c->add_flag("-v,--verbose", o.verbose, "one row per check");
   }
   for (auto* c : {run, bench_c}) {
     c->add_option("--csv", o.csv, "write the timings as CSV to this file");
     c->add_flag("--graph", o.graph, "time CUDA-graph replays (for tiny problems where launch overhead dominates)");
-    c->add_option("--time-cap", o.time_cap, "seconds of timed launches per impl and shape (default 1)")->check(CLI::PositiveNumber);
+    c->add_option("--time-cap", o.time_cap, "seconds of timed launches per impl and shape (default 1)")->check(positive_seconds());
   }
   auto* check = app.add_subcommand("check", "grade your exercise: unseen seeds and edge cases, then speed");
   check->add_option("lesson", check_lesson, "the lesson, e.g. 01")->required();
@@ -421,6 +593,8 @@ int klab_main(int argc, char** argv) {
   auto* progress = app.add_subcommand("progress", "exercises passed, paths and tracks, the certificate");
   auto* doctor = app.add_subcommand("doctor", "GPU, versions, measured peaks, Triton and tools");
   doctor->add_flag("--remeasure", remeasure, "measure the peaks again instead of using the cache");
+  app.allow_extras();
+  for (auto* c : {list, run, test, bench_c, check, progress, doctor}) c->allow_extras();
 
   try {
     app.parse(argc, argv);
@@ -429,14 +603,21 @@ int klab_main(int argc, char** argv) {
   } catch (const CLI::CallForAllHelp& e) {
     return app.exit(e);
   } catch (const CLI::ParseError& e) {
-    std::string what = e.what();
-    if (what.find("subcommand") != std::string::npos && argc > 1 && argv[1][0] != '-')
-      what = fmt::format("unknown verb '{}' (verbs: list, run, test, bench, check, progress, doctor)", argv[1]);
-    std::fprintf(stderr, "klab: error: %s\n", what.c_str());
+    std::fprintf(stderr, "klab: error: %s\n", one_line(parse_problem(app, e.what(), argc, argv)).c_str());
     return kExitUsage;
   }
 
+  CLI::App* verb = app.get_subcommands().front();
+  auto given = [verb](const char* name) {
+    const CLI::Option* opt = verb->get_option_no_throw(name);
+    return opt && opt->count() > 0;
+  };
+  o.shape_given = given("--shape");
+  o.dtype_given = given("--dtype");
   try {
+    if (const std::string extra = leftover(app, verb, argc, argv); !extra.empty()) throw UsageError(extra);
+    if (given("--json")) check_writable("--json", o.json);
+    if (given("--csv")) check_writable("--csv", o.csv);
     const auto problems = registry().validate();
     if (!problems.empty()) {
       for (const auto& p : problems) std::fprintf(stderr, "klab: registry: %s\n", p.c_str());
@@ -450,15 +631,8 @@ int klab_main(int argc, char** argv) {
     if (test->parsed()) return cmd_test(o, sel);
     if (bench_c->parsed()) return cmd_bench(o, sel);
     if (run->parsed()) return cmd_run(o, sel);
-  } catch (const NoGpuError& e) {
-    std::fprintf(stderr, "klab: %s\n", e.what());
-    return kExitNoGpu;
-  } catch (const UsageError& e) {
-    std::fprintf(stderr, "klab: error: %s\n", e.what());
-    return kExitUsage;
-  } catch (const Error& e) {
-    std::fprintf(stderr, "klab: error: %s\n", e.what());
-    return kExitFail;
+  } catch (...) {
+    return report_error(std::current_exception(), o.shape_given);
   }
   return kExitUsage;
 }
