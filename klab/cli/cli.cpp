@@ -425,7 +425,7 @@ int cmd_doctor(bool remeasure) {
   std::printf("Kernel Lab doctor\n");
   std::printf("  CUDA toolkit at build  %d.%d\n", CUDART_VERSION / 1000, (CUDART_VERSION % 1000) / 10);
   if (!d.present && gpu_absence_is_skip(d.state)) {
-    std::printf("  GPU                    none (%s): %s\n", gpu_state_name(d.state), d.why_absent.c_str());
+    std::printf("  GPU                    none: %s\n", d.why_absent.c_str());
     std::printf("                         kernels cannot run here; `klab test`/`bench`/`run`/`check` exit 77\n");
   } else if (!d.present) {
     std::printf("  GPU                    unusable (%s): %s\n", gpu_state_name(d.state), d.why_absent.c_str());

@@ -40,8 +40,10 @@ static std::string cuda_version(int v) { return fmt::format("{}.{}", v / 1000, (
 static std::string why_absent(GpuState s, cudaError_t e, int driver_version, int runtime_version) {
   const std::string err = fmt::format("{}: {}", cudaGetErrorName(e), cudaGetErrorString(e));
   switch (s) {
-    case GpuState::no_driver: return fmt::format("no NVIDIA driver ({})", err);
-    case GpuState::no_device: return e == cudaSuccess ? std::string("the driver sees no CUDA device") : fmt::format("no CUDA device ({})", err);
+    // The runtime's own wording for a missing driver ("driver version is insufficient")
+    // misleads: the name of the error is enough.
+    case GpuState::no_driver: return fmt::format("no NVIDIA driver ({})", cudaGetErrorName(e));
+    case GpuState::no_device: return e == cudaSuccess ? std::string("the driver sees no CUDA device") : fmt::format("no CUDA device ({})", cudaGetErrorName(e));
     case GpuState::driver_too_old:
       return fmt::format("the NVIDIA driver supports CUDA {}, older than the CUDA {} runtime klab was built with ({}); update the driver",
                          cuda_version(driver_version), cuda_version(runtime_version), cudaGetErrorName(e));
@@ -96,8 +98,7 @@ void require_gpu(const DeviceInfo& d) {
   if (d.present) return;
   // One line that says what still works: a user without a GPU has plenty to do.
   if (gpu_absence_is_skip(d.state))
-    throw NoGpuError("no GPU: " + d.why_absent +
-                     "; without one, `klab list`, `klab progress`, `klab doctor`, the build and the CPU tests (ctest -LE gpu) still work");
+    throw NoGpuError("no GPU: " + d.why_absent + "; `klab list`, `progress`, `doctor`, the build and the CPU tests (ctest -LE gpu) work without one");
   throw Error("cannot use the GPU: " + d.why_absent);
 }
 
