@@ -573,15 +573,18 @@ const std::vector<std::string> kV8Names = {"128x128x16", "128x64x16",  "64x128x1
                                            "128x128x8",  "128x256x8",  "256x128x8",  "128x256x16",
                                            "256x128x16", "128x128x16/4w", "128x128x16/2blk"};
 
+// What v8 times for a problem, as Impl::candidates reports it: every configuration, for
+// every shape, dtype and layout (each one handles any shape), so no filter.
+std::vector<std::string> v8_candidates(const klab::Problem&) { return kV8Names; }
+
 void run_v8(const klab::Launch& L) {
   GemmArgs g = matmul::gemm_args(L);
   if (nothing_to_do(g)) return;
   const int batch = batch_of(L);
   const std::string key = "simt|" + L.problem.label() + "|" + std::to_string(batch);
-  constexpr int n = static_cast<int>(sizeof(kV8Candidates) / sizeof(kV8Candidates[0]));
-  static_assert(n == 11, "kV8Names labels every candidate");
-  const int best = matmul::autotune(
-      key, n, 0, [&](int c) { kV8Candidates[c](g, L.problem.variant, batch, L.stream); }, L.stream, kV8Names);
+  static_assert(sizeof(kV8Candidates) / sizeof(kV8Candidates[0]) == 11, "kV8Names labels every candidate");
+  const int best = matmul::autotune(key, v8_candidates(L.problem), L.candidate, 0,
+                                    [&](int c) { kV8Candidates[c](g, L.problem.variant, batch, L.stream); }, L.stream);
   kV8Candidates[best](g, L.problem.variant, batch, L.stream);
 }
 
@@ -593,9 +596,12 @@ std::string f32_only(const klab::Problem& p) {
 // Registration
 // ======================================================================================
 void add(const char* op, const char* name, const char* summary, void (*run)(const klab::Launch&),
-         std::function<std::string(const klab::Problem&)> supports = f32_only) {
-  klab::register_impl({.op = op, .name = name, .summary = summary, .kind = klab::ImplKind::cuda,
-                       .supports = std::move(supports), .run = run});
+         std::function<std::string(const klab::Problem&)> supports = f32_only,
+         std::vector<std::string> (*candidates)(const klab::Problem&) = nullptr) {
+  klab::Impl im{.op = op, .name = name, .summary = summary, .kind = klab::ImplKind::cuda,
+                .supports = std::move(supports), .run = run};
+  if (candidates) im.candidates = candidates;
+  klab::register_impl(std::move(im));
 }
 
 bool register_all() {
@@ -613,9 +619,10 @@ bool register_all() {
   add("matmul", "v5_regtile_2d", "128x128 tiles, an 8x8 outer product per thread", run_v5_v6<false>);
   add("matmul", "v6_vectorized", "v5 with 16-byte global and shared loads", run_v5_v6<true>);
   add("matmul", "v7_warptiling", "warp tiles, conflict-free float4 lanes, double buffer", run_v7);
-  add("matmul", "v8_autotuned", "v7 in 11 tile configurations, the fastest chosen per shape and cached", run_v8);
+  add("matmul", "v8_autotuned", "v7 in 11 tile configurations, the fastest chosen per shape and cached", run_v8,
+      f32_only, v8_candidates);
   add("matmul_batched", "v7_warptiling", "v7 with blockIdx.z over the batch", run_v7);
-  add("matmul_batched", "v8_autotuned", "v8 with blockIdx.z over the batch", run_v8);
+  add("matmul_batched", "v8_autotuned", "v8 with blockIdx.z over the batch", run_v8, f32_only, v8_candidates);
   return true;
 }
 

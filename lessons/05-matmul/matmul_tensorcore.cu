@@ -665,11 +665,15 @@ constexpr MmaLaunch kV13Candidates[] = {run_mma<CfgV13a>, run_mma<CfgV13b>, run_
 const std::vector<std::string> kV13Names = {"128x256x64/8w/4st/fragdb", "128x256x64/8w/4st/interior",
                                             "128x128x64/4w/3st/2blk/interior", "128x128x32/4w/4st/2blk/interior"};
 
+// What v13 times for a problem, as Impl::candidates reports it: every configuration, for
+// every shape and layout (each one handles any shape), so no filter.
+std::vector<std::string> v13_candidates(const klab::Problem&) { return kV13Names; }
+
 void run_v13(const klab::Launch& L) {
-  constexpr int n = static_cast<int>(sizeof(kV13Candidates) / sizeof(kV13Candidates[0]));
-  static_assert(n == 4, "kV13Names labels every candidate");
+  static_assert(sizeof(kV13Candidates) / sizeof(kV13Candidates[0]) == 4, "kV13Names labels every candidate");
   const std::string key = "mma|" + L.problem.label() + "|" + std::to_string(matmul::shape_of(L.problem).batch);
-  const int best = matmul::autotune(key, n, 0, [&](int c) { kV13Candidates[c](L); }, L.stream, kV13Names);
+  const int best = matmul::autotune(key, v13_candidates(L.problem), L.candidate, 0,
+                                    [&](int c) { kV13Candidates[c](L); }, L.stream);
   kV13Candidates[best](L);
 }
 
@@ -679,18 +683,21 @@ std::string bf16_tc(const klab::Problem& p) {
 }
 
 bool register_all() {
-  auto add = [](const char* op, const char* name, const char* summary, void (*run)(const klab::Launch&)) {
-    klab::register_impl({.op = op, .name = name, .summary = summary, .kind = klab::ImplKind::cuda,
-                         .supports = bf16_tc, .run = run});
+  auto add = [](const char* op, const char* name, const char* summary, void (*run)(const klab::Launch&),
+                std::vector<std::string> (*candidates)(const klab::Problem&) = nullptr) {
+    klab::Impl im{.op = op, .name = name, .summary = summary, .kind = klab::ImplKind::cuda, .supports = bf16_tc,
+                  .run = run};
+    if (candidates) im.candidates = candidates;
+    klab::register_impl(std::move(im));
   };
   add("matmul", "v9_wmma", "tensor cores through WMMA 16x16x16 fragments", run_v9);
   add("matmul", "v10_mma_sync", "ldmatrix + mma.sync m16n8k16, cp.async double buffer", run_mma<CfgV10>);
   add("matmul", "v11_mma_pipelined", "4 cp.async stages, swizzled shared memory, grouped tile order",
       run_mma<CfgV11>);
   add("matmul", "v13_mma_autotuned", "64x64 warp tiles in 4 block configurations, the fastest chosen per shape",
-      run_v13);
+      run_v13, v13_candidates);
   add("matmul_batched", "v11_mma_pipelined", "v11 with blockIdx.z over the batch", run_mma<CfgV11>);
-  add("matmul_batched", "v13_mma_autotuned", "v13 with blockIdx.z over the batch", run_v13);
+  add("matmul_batched", "v13_mma_autotuned", "v13 with blockIdx.z over the batch", run_v13, v13_candidates);
   return true;
 }
 

@@ -4,10 +4,13 @@
 // The build links four tile configurations per layout into one launcher
 // (tr_matmul_nn(stream, ..., algo_id)); the first call for a shape times all four on the
 // stream and caches the fastest (matmul::autotune, the same mechanism as v8_autotuned).
+// Each is also a candidate of its own (`klab test` verifies all four; `--candidate
+// 64x128x64/4w/4st` runs one).
 #include <cuda.h>
 #include <cuda_runtime.h>
 
 #include <string>
+#include <vector>
 
 #include "klab/error.hpp"
 #include "klab/op.hpp"
@@ -19,6 +22,16 @@
 #endif
 
 namespace {
+
+// The configurations, by algo_id: CONFIGS in matmul_triton.py, in its order, as
+// BMxBNxBK/warps/stages. Every layout links the same list; run_triton checks its length
+// against the launcher's count.
+const std::vector<std::string> kTritonNames = {"128x256x64/8w/3st", "128x128x64/4w/4st", "128x128x32/4w/4st",
+                                               "64x128x64/4w/4st"};
+
+// What the autotuner times for a problem, as Impl::candidates reports it: every linked
+// configuration, for every shape and layout (the kernel masks any shape), so no filter.
+std::vector<std::string> triton_candidates(const klab::Problem&) { return kTritonNames; }
 
 #if KLAB_HAVE_TRITON
 using Launcher = CUresult (*)(CUstream, CUdeviceptr, CUdeviceptr, CUdeviceptr, int32_t, int32_t, int32_t, int32_t,
@@ -59,7 +72,11 @@ void run_triton(const klab::Launch& L) {
                              static_cast<int32_t>(g.lda), static_cast<int32_t>(g.ldb), static_cast<int32_t>(g.ldc),
                              algo));
   };
-  const int best = matmul::autotune("triton|" + L.problem.label(), lay.num_algos(), 0, launch, L.stream);
+  const std::vector<std::string> names = triton_candidates(L.problem);
+  KLAB_REQUIRE(lay.num_algos() == static_cast<int>(names.size()),
+               "triton matmul: the launcher links " + std::to_string(lay.num_algos()) + " configurations, " +
+                   std::to_string(names.size()) + " named (kTritonNames follows CONFIGS in matmul_triton.py)");
+  const int best = matmul::autotune("triton|" + L.problem.label(), names, L.candidate, 0, launch, L.stream);
   launch(best);
 #else
   (void)L;
@@ -78,6 +95,7 @@ bool register_all() {
         return klab::triton_supported();
       },
       .run = run_triton,
+      .candidates = triton_candidates,
   });
   return true;
 }
