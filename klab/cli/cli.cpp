@@ -445,12 +445,21 @@ int cmd_doctor(bool remeasure) {
       std::printf("  measuring peaks (cached in %s):\n", peaks_cache_path(d.uuid).c_str());
       p = measure_peaks(true);
     }
-    std::printf("  measured peaks (%s)\n", p->measured_at.c_str());
+    std::printf("  measured peaks (%s; medians of repeated runs)\n", p->measured_at.c_str());
     std::printf("    copy bandwidth       %.0f GB/s (read + write)\n", p->copy_gbps);
+    std::printf("    read bandwidth       %.0f GB/s (read only: the peak of reductions)\n", p->read_gbps);
     std::printf("    cuBLAS fp32          %.1f TFLOP/s (pedantic)\n", p->sgemm_tflops);
     std::printf("    cuBLAS tf32          %.1f TFLOP/s\n", p->tf32_tflops);
     std::printf("    cuBLAS bf16          %.1f TFLOP/s\n", p->bf16_tflops);
     std::printf("    cuBLAS fp16          %.1f TFLOP/s\n", p->f16_tflops);
+    // What `klab bench` can say about each row's clocks: one short sample now.
+    TelemetrySampler sampler(d.index);
+    sampler.start();
+    const Telemetry t = sampler.stop();
+    if (t.available)
+      std::printf("  clock/power telemetry  NVML; now SM clock %.0f MHz, %.0f W\n", t.sm_mhz_median, t.power_w_median);
+    else
+      std::printf("  clock/power telemetry  unavailable: %s\n", t.why_unavailable.c_str());
   }
   const std::string note = triton_build_note();
   if (note.empty()) {

@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cmath>
 #include <cstdio>
 #include <cstdlib>
 #include <ctime>
@@ -32,27 +33,41 @@ static fs::path cache_dir() {
 
 std::string peaks_cache_path(const std::string& uuid) { return (cache_dir() / ("peaks-" + uuid + ".json")).string(); }
 
+std::optional<Peaks> peaks_from_json(const nlohmann::json& j, const std::string& uuid) {
+  Peaks p;
+  try {
+    p.device_name = j.at("device_name");
+    p.device_uuid = j.at("device_uuid");
+    p.measured_at = j.at("measured_at");
+    p.copy_gbps = j.at("copy_gbps");
+    p.read_gbps = j.at("read_gbps");
+    p.sgemm_tflops = j.at("sgemm_tflops");
+    p.tf32_tflops = j.at("tf32_tflops");
+    p.bf16_tflops = j.at("bf16_tflops");
+    p.f16_tflops = j.at("f16_tflops");
+  } catch (const nlohmann::json::exception&) {
+    return std::nullopt;  // a field missing (a cache from before it existed) or mistyped
+  }
+  if (p.device_uuid != uuid) return std::nullopt;
+  for (double v : {p.copy_gbps, p.read_gbps, p.sgemm_tflops, p.tf32_tflops, p.bf16_tflops, p.f16_tflops})
+    if (!(v > 0) || !std::isfinite(v)) return std::nullopt;
+  return p;
+}
+
+nlohmann::json peaks_json(const Peaks& p) {
+  return {{"device_name", p.device_name}, {"device_uuid", p.device_uuid}, {"measured_at", p.measured_at},
+          {"copy_gbps", p.copy_gbps},     {"read_gbps", p.read_gbps},     {"sgemm_tflops", p.sgemm_tflops},
+          {"tf32_tflops", p.tf32_tflops}, {"bf16_tflops", p.bf16_tflops}, {"f16_tflops", p.f16_tflops}};
+}
+
 std::optional<Peaks> load_peaks() {
   const auto& d = device_info();
   if (!d.present) return std::nullopt;
   std::ifstream f(peaks_cache_path(d.uuid));
   if (!f) return std::nullopt;
-  try {
-    const auto j = nlohmann::json::parse(f);
-    Peaks p;
-    p.device_name = j.at("device_name");
-    p.device_uuid = j.at("device_uuid");
-    p.measured_at = j.at("measured_at");
-    p.copy_gbps = j.at("copy_gbps");
-    p.sgemm_tflops = j.at("sgemm_tflops");
-    p.tf32_tflops = j.at("tf32_tflops");
-    p.bf16_tflops = j.at("bf16_tflops");
-    p.f16_tflops = j.at("f16_tflops");
-    if (p.device_uuid != d.uuid) return std::nullopt;
-    return p;
-  } catch (const std::exception&) {
-    return std::nullopt;  // an unreadable cache is measured again and rewritten
-  }
+  // An unreadable or incomplete cache is measured again and rewritten.
+  const auto j = nlohmann::json::parse(f, nullptr, /*allow_exceptions=*/false);
+  return j.is_discarded() ? std::nullopt : peaks_from_json(j, d.uuid);
 }
 
 namespace {
@@ -111,15 +126,29 @@ Peaks measure_peaks(bool verbose) {
   p.device_name = d.name;
   p.device_uuid = d.uuid;
   p.measured_at = utc_now_iso();
-  // Copy bandwidth: a 1 GiB device-to-device copy, far larger than the L2, counted as
-  // bytes read + bytes written.
+  // The bandwidth buffers: 1 GiB, and at least 8x the L2 (20x an H100's 50 MB). What one
+  // run leaves in the L2 is the buffer's end, evicted by the next run long before that run,
+  // which starts at the beginning, gets there: every run reads cold, from DRAM.
+  const std::size_t bytes = std::max(std::size_t{1} << 30, 8 * d.l2_bytes) / 16 * 16;
+  // Copy bandwidth: a device-to-device copy, counted as bytes read + bytes written.
   {
-    const std::size_t bytes = std::size_t{1} << 30;
     DeviceBuffer a(bytes), b(bytes);
     KLAB_CHECK_CUDA(cudaMemset(a.get(), 1, bytes));
     const double ms = median_ms([&] { KLAB_CHECK_CUDA(cudaMemcpyAsync(b.get(), a.get(), bytes, cudaMemcpyDeviceToDevice)); }, 20);
     p.copy_gbps = 2.0 * static_cast<double>(bytes) / (ms * 1e-3) * 1e-9;
     if (verbose) std::fprintf(stderr, "  copy bandwidth   %8.0f GB/s\n", p.copy_gbps);
+  }
+  // Read bandwidth: a kernel that only reads (read_peak.cu), counted as bytes read: the
+  // ceiling of a reduction. A copy interleaves writes with its reads, and DRAM turning its
+  // bus around between them costs time, so reads alone run faster than a copy's (read +
+  // write) rate, and a reduction judged against the copy could show over 100%.
+  {
+    DeviceBuffer a(bytes), sink(sizeof(unsigned));
+    KLAB_CHECK_CUDA(cudaMemset(a.get(), 1, bytes));
+    KLAB_CHECK_CUDA(cudaMemset(sink.get(), 0, sink.size()));
+    const double ms = median_ms([&] { read_sweep(a.get(), bytes, static_cast<unsigned*>(sink.get()), nullptr); }, 20);
+    p.read_gbps = static_cast<double>(bytes) / (ms * 1e-3) * 1e-9;
+    if (verbose) std::fprintf(stderr, "  read bandwidth   %8.0f GB/s\n", p.read_gbps);
   }
   cublasHandle_t h;
   KLAB_CHECK_CUBLAS(cublasCreate(&h));
@@ -140,10 +169,7 @@ Peaks measure_peaks(bool verbose) {
   }
   cublasDestroy(h);
 
-  const nlohmann::json j = {{"device_name", p.device_name}, {"device_uuid", p.device_uuid},
-                            {"measured_at", p.measured_at}, {"copy_gbps", p.copy_gbps},
-                            {"sgemm_tflops", p.sgemm_tflops}, {"tf32_tflops", p.tf32_tflops},
-                            {"bf16_tflops", p.bf16_tflops}, {"f16_tflops", p.f16_tflops}};
+  const nlohmann::json j = peaks_json(p);
   std::error_code ec;
   fs::create_directories(cache_dir(), ec);
   const std::string path = peaks_cache_path(d.uuid);
@@ -162,14 +188,16 @@ const Peaks& peaks() {
   return p;
 }
 
-std::pair<double, std::string> peak_for(Bound b, DType t) {
-  const Peaks& p = peaks();
+std::pair<double, std::string> peak_for(const Peaks& p, Bound b, DType t) {
   if (b == Bound::memory) return {p.copy_gbps, fmt::format("copy {:.0f} GB/s", p.copy_gbps)};
+  if (b == Bound::memory_read) return {p.read_gbps, fmt::format("read {:.0f} GB/s", p.read_gbps)};
   switch (t) {
     case DType::bf16: return {p.bf16_tflops, fmt::format("cuBLAS bf16 {:.0f} TFLOP/s", p.bf16_tflops)};
     case DType::f16: return {p.f16_tflops, fmt::format("cuBLAS fp16 {:.0f} TFLOP/s", p.f16_tflops)};
     default: return {p.sgemm_tflops, fmt::format("cuBLAS fp32 {:.1f} TFLOP/s", p.sgemm_tflops)};
   }
 }
+
+std::pair<double, std::string> peak_for(Bound b, DType t) { return peak_for(peaks(), b, t); }
 
 }  // namespace klab

@@ -67,7 +67,12 @@ struct SampledReference {
   std::vector<double> value;         // fp64 reference at those indices
 };
 
-enum class Bound { memory, compute };
+// The ceiling an op's "% of peak" is judged against (peaks.hpp). memory: the copy bandwidth
+// (bytes read + written). memory_read: the read bandwidth, for ops that read their input
+// and write a handful of values (sum, argmax, histogram, gemv): their bytes are nearly all
+// reads, which run faster than a copy, so the copy peak would credit them over 100%.
+// compute: the vendor GEMM rate of the dtype.
+enum class Bound { memory, memory_read, compute };
 
 struct Op {
   std::string lesson;                  // "01"
