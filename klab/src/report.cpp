@@ -13,6 +13,7 @@
 #include "klab/device.hpp"
 #include "klab/error.hpp"
 #include "klab/peaks.hpp"
+#include "klab/telemetry.hpp"
 
 namespace klab {
 
@@ -147,6 +148,14 @@ void print_verify(std::FILE* f, const std::vector<VerifyRecord>& recs, bool all_
   }
 }
 
+std::string throttle_note(const Telemetry& t) {
+  std::string events;
+  for (const auto& e : t.events)
+    if (is_throttle_event(e)) events += (events.empty() ? "" : ", ") + e;
+  return fmt::format("{} during the timed launches; SM clock {:.0f}-{:.0f} MHz, power median {:.0f} W, max {:.0f} W",
+                     events, t.sm_mhz_min, t.sm_mhz_max, t.power_w_median, t.power_w_max);
+}
+
 void print_bench(std::FILE* f, const std::vector<BenchRecord>& recs) {
   std::size_t i = 0;
   while (i < recs.size()) {
@@ -160,20 +169,32 @@ void print_bench(std::FILE* f, const std::vector<BenchRecord>& recs) {
       if (!recs[k].baseline.empty()) base = recs[k].baseline;
     Table t({"impl", "median", "min", "max", "GB/s", "TFLOP/s", "% peak", base.empty() ? "vs baseline" : "vs " + base, "reps", "status"},
             {false, true, true, true, true, true, true, true, true, false});
+    std::vector<std::string> notes;
     for (std::size_t k = i; k < j; ++k) {
       const auto& r = recs[k];
       if (r.status == Status::unsupported) {
         t.add({r.impl, "-", "-", "-", "-", "-", "-", "-", "-", "unsupported: " + r.message});
         continue;
       }
+      std::string status = r.status == Status::pass ? "ok" : std::string(status_name(r.status)) + ": " + r.message;
+      if (r.telemetry.throttled) {
+        status += " (throttled, see below)";
+        notes.push_back(fmt::format("  throttled: {}: {}", r.impl, throttle_note(r.telemetry)));
+      }
       t.add({r.impl, fmt_ms(r.median_ms), fmt_ms(r.min_ms), fmt_ms(r.max_ms), fmt_sig(r.gbps, 4), fmt_sig(r.tflops, 3),
              r.pct_peak > 0 ? fmt::format("{:.1f}%", r.pct_peak) : "-",
-             r.speedup > 0 ? fmt::format("{:.2f}x", r.speedup) : "-", std::to_string(r.reps),
-             r.status == Status::pass ? "ok" : std::string(status_name(r.status)) + ": " + r.message});
+             r.speedup > 0 ? fmt::format("{:.2f}x", r.speedup) : "-", std::to_string(r.reps), status});
     }
     t.print(f);
+    for (const auto& n : notes) std::fprintf(f, "%s\n", n.c_str());
     i = j;
   }
+  // Once per run: why no row could be checked for throttling (no NVML, no driver access).
+  for (const auto& r : recs)
+    if (!r.telemetry.available && !r.telemetry.why_unavailable.empty()) {
+      std::fprintf(f, "\n(clock and power telemetry unavailable: %s)\n", r.telemetry.why_unavailable.c_str());
+      break;
+    }
 }
 
 static nlohmann::json problem_json(const Problem& p) {
@@ -185,17 +206,26 @@ nlohmann::json to_json(const VerifyRecord& r) {
   for (const auto& c : r.outputs)
     outs.push_back({{"ok", c.ok}, {"count", c.count}, {"bad", c.bad}, {"nonfinite", c.nonfinite},
                     {"rel_l2", c.rel_l2}, {"max_abs", c.max_abs}});
-  return {{"lesson", r.lesson}, {"op", r.op}, {"impl", r.impl}, {"kind", impl_kind_name(r.kind)},
-          {"problem", problem_json(r.problem)}, {"seed", r.seed}, {"status", status_name(r.status)},
+  return {{"lesson", r.lesson}, {"op", r.op}, {"impl", r.impl}, {"candidate", r.candidate},
+          {"kind", impl_kind_name(r.kind)}, {"problem", problem_json(r.problem)}, {"seed", r.seed}, {"status", status_name(r.status)},
           {"message", r.message}, {"rel_l2", r.rel_l2}, {"max_abs", r.max_abs}, {"outputs", outs}};
 }
 
+nlohmann::json to_json(const Telemetry& t) {
+  if (!t.available) return {{"available", false}, {"why_unavailable", t.why_unavailable}};
+  return {{"available", true}, {"samples", t.samples},
+          {"sm_mhz", {{"min", t.sm_mhz_min}, {"median", t.sm_mhz_median}, {"max", t.sm_mhz_max}}},
+          {"power_w", {{"median", t.power_w_median}, {"max", t.power_w_max}}},
+          {"events", t.events}, {"throttled", t.throttled}};
+}
+
 nlohmann::json to_json(const BenchRecord& r) {
-  return {{"lesson", r.lesson}, {"op", r.op}, {"impl", r.impl}, {"kind", impl_kind_name(r.kind)},
-          {"problem", problem_json(r.problem)}, {"status", status_name(r.status)}, {"message", r.message},
-          {"reps", r.reps}, {"min_ms", r.min_ms}, {"median_ms", r.median_ms}, {"max_ms", r.max_ms},
-          {"gbps", r.gbps}, {"tflops", r.tflops}, {"pct_peak", r.pct_peak}, {"peak", r.peak_name},
-          {"speedup", r.speedup}, {"baseline", r.baseline}, {"graph", r.graph}};
+  return {{"lesson", r.lesson}, {"op", r.op}, {"impl", r.impl}, {"candidate", r.candidate},
+          {"kind", impl_kind_name(r.kind)}, {"problem", problem_json(r.problem)}, {"status", status_name(r.status)},
+          {"message", r.message}, {"reps", r.reps}, {"min_ms", r.min_ms}, {"median_ms", r.median_ms},
+          {"max_ms", r.max_ms}, {"gbps", r.gbps}, {"tflops", r.tflops}, {"pct_peak", r.pct_peak},
+          {"peak", r.peak_name}, {"speedup", r.speedup}, {"baseline", r.baseline}, {"graph", r.graph},
+          {"telemetry", to_json(r.telemetry)}};
 }
 
 nlohmann::json device_json() {
@@ -209,8 +239,9 @@ nlohmann::json device_json() {
             {"sms", d.sms}, {"l2_bytes", d.l2_bytes}, {"global_mem", d.global_mem},
             {"driver_version", d.driver_version}, {"runtime_version", d.runtime_version}});
   if (auto p = load_peaks())
-    j["peaks"] = {{"measured_at", p->measured_at}, {"copy_gbps", p->copy_gbps}, {"sgemm_tflops", p->sgemm_tflops},
-                  {"tf32_tflops", p->tf32_tflops}, {"bf16_tflops", p->bf16_tflops}, {"f16_tflops", p->f16_tflops}};
+    j["peaks"] = {{"measured_at", p->measured_at}, {"copy_gbps", p->copy_gbps}, {"read_gbps", p->read_gbps},
+                  {"sgemm_tflops", p->sgemm_tflops}, {"tf32_tflops", p->tf32_tflops}, {"bf16_tflops", p->bf16_tflops},
+                  {"f16_tflops", p->f16_tflops}};
   return j;
 }
 
@@ -224,12 +255,22 @@ void write_json(const std::string& path, const nlohmann::json& j) {
 void write_bench_csv(const std::string& path, const std::vector<BenchRecord>& recs) {
   std::ofstream f(path);
   if (!f) throw Error("cannot write " + path);
-  f << "lesson,op,impl,kind,shape,dtype,variant,status,reps,min_ms,median_ms,max_ms,gbps,tflops,pct_peak,speedup,baseline,graph\n";
-  for (const auto& r : recs)
-    f << fmt::format("{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{}\n", r.lesson, r.op, r.impl,
+  // Telemetry columns are empty where none was sampled (a CPU impl, no NVML); clock_events
+  // are joined with '|' so that the column holds no comma.
+  f << "lesson,op,impl,kind,shape,dtype,variant,status,reps,min_ms,median_ms,max_ms,gbps,tflops,pct_peak,speedup,baseline,graph,"
+       "sm_mhz_min,sm_mhz_median,sm_mhz_max,power_w_median,power_w_max,throttled,clock_events\n";
+  for (const auto& r : recs) {
+    const Telemetry& t = r.telemetry;
+    std::string events;
+    for (const auto& e : t.events) events += (events.empty() ? "" : "|") + e;
+    const std::string tel = t.available ? fmt::format("{},{},{},{},{},{},{}", t.sm_mhz_min, t.sm_mhz_median, t.sm_mhz_max,
+                                                      t.power_w_median, t.power_w_max, t.throttled ? 1 : 0, events)
+                                        : ",,,,,,";
+    f << fmt::format("{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{}\n", r.lesson, r.op, r.impl,
                      impl_kind_name(r.kind), dims_to_string(r.problem.shape), dtype_name(r.problem.dtype),
                      r.problem.variant, status_name(r.status), r.reps, r.min_ms, r.median_ms, r.max_ms, r.gbps,
-                     r.tflops, r.pct_peak, r.speedup, r.baseline, r.graph ? 1 : 0);
+                     r.tflops, r.pct_peak, r.speedup, r.baseline, r.graph ? 1 : 0, tel);
+  }
   if (!f) throw Error("error writing " + path);
 }
 

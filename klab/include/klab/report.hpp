@@ -45,10 +45,18 @@ std::string fmt_sci(double v);                   // "1.2e-07"
 std::string utc_now_iso();                       // "2026-11-22T10:31:05Z"
 
 void print_verify(std::FILE* f, const std::vector<VerifyRecord>& recs, bool all_rows);
+// One table per (op, problem). A row whose timed launches saw a power or thermal clock
+// event says "throttled" and gets a line under the table naming the events and the clock
+// range (throttle_note); a run without telemetry says why once, at the end.
 void print_bench(std::FILE* f, const std::vector<BenchRecord>& recs);
+// "sw_power_cap during the timed launches; SM clock 1410-1980 MHz, power median 690 W, max 700 W"
+std::string throttle_note(const Telemetry& t);
 
 nlohmann::json to_json(const VerifyRecord& r);
-nlohmann::json to_json(const BenchRecord& r);
+nlohmann::json to_json(const BenchRecord& r);     // with "telemetry": to_json(r.telemetry)
+// {"available": true, "samples", "sm_mhz": {min, median, max}, "power_w": {median, max},
+//  "events": [...], "throttled"}, or {"available": false, "why_unavailable": "..."}
+nlohmann::json to_json(const Telemetry& t);
 nlohmann::json device_json();                    // device + peaks block of JSON reports
 void write_json(const std::string& path, const nlohmann::json& j);   // throws klab::Error
 void write_bench_csv(const std::string& path, const std::vector<BenchRecord>& recs);
