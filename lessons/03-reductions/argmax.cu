@@ -290,7 +290,8 @@ klab::Op make_argmax_op() {
   };
   op.reference = argmax_ref;
   op.tolerance = [](const Problem&, int) { return klab::Tolerance{0, 0}; };  // exact: no arithmetic
-  op.bytes = [](const Problem& p) { return 4.0 * static_cast<double>(p.shape[0]) + 8.0; };
+  // bytes (the default): x read once, the value and its index written (4n + 8).
+  op.bound = klab::Bound::memory_read;
   return op;
 }
 

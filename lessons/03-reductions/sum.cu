@@ -471,6 +471,7 @@ klab::Op make_sum_op() {
   op.test_shapes = reduction_test_shapes();
   op.bench_shapes = {{1 << 24}, {1 << 28}};
   op.baseline = "cub";
+  op.bound = klab::Bound::memory_read;   // bytes (the default): x read once, one value written
   op.validate = l03::validate_1d;
   op.inputs = [](const Problem& p) { return std::vector<TensorSpec>{{"x", p.dtype, p.shape}}; };
   op.outputs = [](const Problem& p) { return std::vector<TensorSpec>{{"s", p.dtype, {1}}}; };
@@ -492,6 +493,7 @@ klab::Op make_mean_op() {
   op.test_shapes = reduction_test_shapes();
   op.bench_shapes = {{1 << 24}, {1 << 28}};
   op.baseline = "cub";
+  op.bound = klab::Bound::memory_read;   // bytes (the default): x read once, one value written
   op.validate = l03::validate_1d;
   op.inputs = [](const Problem& p) { return std::vector<TensorSpec>{{"x", p.dtype, p.shape}}; };
   op.outputs = [](const Problem& p) { return std::vector<TensorSpec>{{"m", p.dtype, {1}}}; };

@@ -107,6 +107,18 @@ bool keeps(const Problem& p, i64 r, i64 j) {
   return p.variant != "causal" || j <= r + (p.shape[1] - p.shape[0]);
 }
 
+// How many elements keeps() keeps, in closed form (a loop over rows would cost seconds at
+// 2^31 rows). Row r keeps max(r + a, 0) columns, a = cols - rows + 1 (never more than cols,
+// as r < rows); summed over r that is 0 + 1 + ... + (rows + a - 1) less 0 + 1 + ... + (a - 1)
+// when a > 0, two triangle numbers. In double: exact below 2^53, and a byte count needs no more.
+double kept_elements(const Problem& p) {
+  const double rows = static_cast<double>(p.shape[0]), cols = static_cast<double>(p.shape[1]);
+  if (p.variant != "causal") return rows * cols;
+  auto tri = [](double x) { return x > 0 ? x * (x - 1) / 2 : 0.0; };   // 0 + 1 + ... + (x - 1)
+  const double a = cols - rows + 1;
+  return tri(rows + a) - tri(a);
+}
+
 // fp64 softmax of row r of x (its kept columns; masked ones are 0), into out[0, cols).
 template <class Get>
 void softmax_row_ref(const Problem& p, i64 r, Get get, double* out) {
@@ -236,8 +248,15 @@ klab::Op make_softmax_op() {
   op.reference_sample = sample_softmax;
   op.tolerance = tolerance_softmax;
   op.properties = properties_softmax;
-  // max, subtract, exp, add, multiply: ~5 flops per element (not a compute-bound op).
-  op.flops = [](const Problem& p) { return 5.0 * static_cast<double>(klab::numel_of(p.shape)); };
+  // max, subtract, exp, add, multiply: ~5 flops per kept element (not a compute-bound op);
+  // a masked element is a 0 written, no arithmetic.
+  op.flops = [](const Problem& p) { return 5.0 * kept_elements(p); };
+  // The bytes the op needs: each kept element read once, every element written once. A
+  // causal row's masked columns are never read (their output is 0 whatever x holds), so the
+  // default count (all of x) would credit a causal kernel with reads it need not make.
+  op.bytes = [](const Problem& p) {
+    return (kept_elements(p) + static_cast<double>(klab::numel_of(p.shape))) * klab::dtype_size(p.dtype);
+  };
   op.validate = [](const Problem& p) {
     std::string why = softmax04::validate_rows_cols(p);
     // The check past 2^31 elements costs ~17 GB of host and device memory per case: it runs

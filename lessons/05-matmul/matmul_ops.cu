@@ -194,6 +194,9 @@ klab::Op make_matmul_op(bool batched) {
                     : std::vector<std::string>{"M", "N", "K"};
   op.dtypes = {DType::f32, DType::bf16};
   op.variants = {"nn", "tn", "nt"};
+  // bytes (the default): A and B read once, C written once (beta = 0: C is never read): the
+  // traffic no kernel can avoid. Tiles re-read from the L2 are not counted, so GB/s here
+  // is a floor of what the kernel moved, and % of peak is taken of the FLOP rate.
   op.bound = klab::Bound::compute;
   op.baseline = "cublas";
   op.seeds = 2;  // each seed costs a full fp64 product per (shape, dtype, variant)
@@ -285,7 +288,10 @@ klab::Op make_gemv_op() {
   op.summary = "y = A · x, A (M, K) row-major: matrix-vector, bound by reading A once";
   op.dims = {"M", "K"};
   op.dtypes = {DType::f32, DType::bf16};
-  op.bound = klab::Bound::memory;
+  // bytes (the default): A and x read once, y written: x is re-read by every row, but from
+  // the cache, so the traffic the op needs counts it once. A is nearly all of it (y is M of
+  // M·K + K + M elements): judged against the read bandwidth.
+  op.bound = klab::Bound::memory_read;
   op.baseline = "cublas";
   // v2 takes a warp per row from 8448 rows on (132 SMs x 64 warps), a block per row below;
   // v3 picks W warps per row from the row's 16-byte chunks and R rows per group from M:
