@@ -1,0 +1,185 @@
+#!/usr/bin/env python3
+"""tools/todo_proof.py on small hand-written exercises: the variants it writes, and every
+kind of broken marker it must refuse (a refused pair stops the configure; one let through
+would build variants that prove nothing)."""
+import importlib.util
+import sys
+import tempfile
+import unittest
+from pathlib import Path
+
+_spec = importlib.util.spec_from_file_location(
+    "todo_proof", Path(__file__).resolve().parent.parent / "tools" / "todo_proof.py")
+tp = importlib.util.module_from_spec(_spec)
+_spec.loader.exec_module(tp)
+
+STUB = """\
+// Exercise: the learner's header.
+#include <x.h>
+
+__global__ void k(float* y, int n) {
+  __shared__ float s[32];
+  // TODO 1: fill s.
+  // TODO 2: barrier.
+  // TODO 3: write y.
+  (void)y, (void)n;
+  // end of TODO 3
+}
+"""
+
+SOLUTION = """\
+// Exercise, SOLVED: a different header.
+#include <x.h>
+
+__global__ void k(float* y, int n) {
+  __shared__ float s[32];
+  // TODO 1: fill s.
+  s[threadIdx.x] = threadIdx.x;
+  // end of TODO 1
+  // TODO 2: barrier.
+  __syncthreads();
+  // end of TODO 2 (racecheck)
+  // TODO 3: write y.
+  if (threadIdx.x < n) {
+    // mistake off_by_one (check): y[threadIdx.x + 1] = s[31 - threadIdx.x];
+    y[threadIdx.x] = s[31 - threadIdx.x];
+    // end of TODO 3
+    // TODO 3 (continued)
+  }
+  // end of TODO 3
+}
+"""
+
+
+def pair(stub=STUB, solution=SOLUTION):
+    d = Path(tempfile.mkdtemp())
+    (d / "stub.cu").write_text(stub)
+    (d / "solution.cu").write_text(solution)
+    return tp.Pair(d / "stub.cu", d / "solution.cu")
+
+
+class Variants(unittest.TestCase):
+    def test_names_and_proofs(self):
+        p = pair()
+        self.assertEqual([n for n, _ in p.variants()], ["1", "2", "3", "off_by_one"])
+        self.assertEqual([p.proof(n) for n, _ in p.variants()], ["check", "racecheck", "check", "check"])
+
+    def test_blank_replaces_the_region_with_the_stubs_text(self):
+        out = dict(pair().variants())
+        self.assertEqual(out["2"][8:10], ["  // TODO 2: barrier.", "  // TODO 3: write y."])
+        self.assertNotIn("  __syncthreads();", out["2"])
+        self.assertIn("  s[threadIdx.x] = threadIdx.x;", out["2"])
+
+    def test_blank_removes_the_further_pieces(self):
+        v = dict(pair().variants())["3"]
+        self.assertEqual(v[-5:], ["  // end of TODO 2 (racecheck)", "  // TODO 3: write y.",
+                                  "  (void)y, (void)n;", "  // end of TODO 3", "}"])
+        self.assertNotIn("  if (threadIdx.x < n) {", v)
+        self.assertNotIn("  }", v)   # the closing brace of the continued piece went with it
+
+    def test_mistake_changes_its_line_only(self):
+        p = pair()
+        v = dict(p.variants())["off_by_one"]
+        diff = [(a, b) for a, b in zip(p.solution, v) if a != b]
+        self.assertEqual(diff, [("    y[threadIdx.x] = s[31 - threadIdx.x];", "    y[threadIdx.x + 1] = s[31 - threadIdx.x];")])
+
+    def test_empty_mistake_drops_the_line(self):
+        sol = SOLUTION.replace("  __syncthreads();\n", "  // mistake no_sync (racecheck):\n  __syncthreads();\n")
+        p = pair(solution=sol)
+        v = dict(p.variants())["no_sync"]
+        self.assertEqual(len(v), len(p.solution) - 1)
+        self.assertNotIn("  __syncthreads();", v)
+
+    def test_generate_writes_each_variant_once(self):
+        d = Path(tempfile.mkdtemp())
+        p = pair()
+        lines = tp.write_variants(p, d)
+        self.assertEqual([l.split("|")[:2] for l in lines],
+                         [["1", "check"], ["2", "racecheck"], ["3", "check"], ["off_by_one", "check"]])
+        f = d / "2" / "exercise.cu"
+        stamp = f.stat().st_mtime_ns
+        tp.write_variants(p, d)   # unchanged text: not rewritten, so not rebuilt
+        self.assertEqual(f.stat().st_mtime_ns, stamp)
+
+
+class Refused(unittest.TestCase):
+    def refused(self, msg, stub=STUB, solution=SOLUTION):
+        with self.assertRaises(tp.MarkerError) as e:
+            pair(stub, solution)
+        self.assertIn(msg, str(e.exception))
+
+    def test_stub_todo_without_region(self):
+        self.refused("no region for the stub's TODO 4",
+                     stub=STUB.replace("  // TODO 3: write y.", "  // TODO 4: more.\n  // TODO 3: write y."))
+
+    def test_region_without_stub_todo(self):
+        self.refused("no TODO 2 for the solution's region 2", stub=STUB.replace("  // TODO 2: barrier.\n", ""))
+
+    def test_unnumbered_todo(self):
+        self.refused("an unnumbered TODO", stub=STUB.replace("  // TODO 2: barrier.", "  // TODO: barrier."))
+
+    def test_region_without_end(self):
+        self.refused("TODO 1 has no 'end of TODO 1' line", solution=SOLUTION.replace("  // end of TODO 1\n", ""))
+
+    def test_end_of_another_todo(self):
+        self.refused("'end of TODO 2' closes TODO 1",
+                     solution=SOLUTION.replace("  // end of TODO 1\n", "  // end of TODO 2\n", 1))
+
+    def test_todo_line_differs(self):
+        self.refused("TODO 1's line differs", solution=SOLUTION.replace("// TODO 1: fill s.", "// TODO 1: fill s!"))
+
+    def test_code_outside_the_regions_differs(self):
+        self.refused("outside the TODO regions the solution differs",
+                     solution=SOLUTION.replace("__shared__ float s[32];", "__shared__ float s[33];"))
+
+    def test_extra_code_outside_the_regions(self):
+        self.refused("has lines the other lacks", solution=SOLUTION.replace("}\n", "}\nint extra;\n"))
+
+    def test_blank_that_changes_nothing(self):
+        # The stub already holds the barrier: blanking TODO 2 would leave the solution as it is.
+        self.refused("variant '2' has the solution's code",
+                     stub=STUB.replace("  // TODO 2: barrier.\n", "  // TODO 2: barrier.\n  __syncthreads();\n  // end of TODO 2\n"))
+
+    def test_unknown_proof(self):
+        self.refused("unknown proof 'memcheck'",
+                     solution=SOLUTION.replace("// end of TODO 2 (racecheck)", "// end of TODO 2 (memcheck)"))
+
+    def test_proof_in_the_stub(self):
+        self.refused("a proof belongs on the solution's end line",
+                     stub=STUB.replace("  // end of TODO 3", "  // end of TODO 3 (racecheck)"))
+
+    def test_mistake_outside_a_region(self):
+        self.refused("must lie inside a TODO region",
+                     solution=SOLUTION.replace("  __shared__", "  // mistake big (check): __shared__ float s[64];\n  __shared__"))
+
+    def test_mistake_above_a_comment(self):
+        self.refused("must stand right above the code line",
+                     solution=SOLUTION.replace("  // TODO 2: barrier.\n", "  // TODO 2: barrier.\n  // mistake x (check): y;\n  // why\n"))
+
+    def test_mistake_that_changes_nothing(self):
+        self.refused("leaves its line unchanged",
+                     solution=SOLUTION.replace("  // mistake off_by_one (check): y[threadIdx.x + 1]", "  // mistake off_by_one (check): y[threadIdx.x]"))
+
+    def test_continued_before_the_first_piece(self):
+        sol = SOLUTION.replace("  // TODO 1: fill s.\n", "  // TODO 1 (continued)\n  int z;\n  // end of TODO 1\n  // TODO 1: fill s.\n")
+        self.refused("'TODO 1 (continued)' before the first piece", solution=sol)
+
+    def test_todo_opened_twice(self):
+        self.refused("TODO 1 opened a second time",
+                     solution=SOLUTION.replace("  // TODO 2: barrier.\n  __syncthreads();\n  // end of TODO 2 (racecheck)\n",
+                                               "  // TODO 1: fill s.\n  __syncthreads();\n  // end of TODO 1\n"))
+
+
+class Lessons(unittest.TestCase):
+    def test_every_exercise_of_the_repository(self):
+        root = Path(__file__).resolve().parent.parent
+        pairs = list(tp.pairs_under(root))
+        self.assertGreaterEqual(len(pairs), 5)
+        for stub, solution in pairs:
+            with self.subTest(lesson=stub.parent.name):
+                p = tp.Pair(stub, solution)
+                self.assertTrue(any(n.isdigit() for n, _ in p.variants()))
+
+
+if __name__ == "__main__":
+    unittest.main(argv=sys.argv[:1] + sys.argv[1:], verbosity=1)
