@@ -23,7 +23,7 @@ namespace lesson01_exercise {
 
 __global__ void vector_add_exercise(const float* __restrict__ g_x, const float* __restrict__ g_y,
                                     float* __restrict__ g_z, std::int64_t n) {
-  // TODO: the grid-stride loop (hints 1-3).
+  // TODO 1: the grid-stride loop (hints 1-3).
 }
 
 void launch(const klab::Launch& l) {

@@ -31,16 +31,18 @@
 namespace {
 
 constexpr int kTile = 32;
+// The most blocks down the rows (run_exercise): from 65 row tiles on, a block loops.
+constexpr std::int64_t kRowBlocks = 64;
 
 // W is the element's storage word: std::uint32_t for f32, std::uint16_t for bf16.
 template <class W>
 __global__ void transpose_exercise(const W* __restrict__ g_x, W* __restrict__ g_y, std::int64_t rows,
                                    std::int64_t cols) {
-  // TODO: declare the shared-memory tile, e.g. __shared__ W s_tile[kTile][kTile];
+  // TODO 0: declare the shared-memory tile, e.g. __shared__ W s_tile[kTile][kTile];
   const int tx = threadIdx.x, ty = threadIdx.y;
   const std::int64_t c0 = static_cast<std::int64_t>(blockIdx.x) * kTile;
   const std::int64_t tiles_r = klab::ceil_div<std::int64_t>(rows, kTile);
-  // gridDim.y is capped at 65535, so a block loops over row tiles.
+  // gridDim.y is capped at kRowBlocks, so a block loops over row tiles.
   for (std::int64_t tr = blockIdx.y; tr < tiles_r; tr += gridDim.y) {
     const std::int64_t r0 = tr * kTile;
     // TODO 1: load the tile (4 rows per thread: k = ty, ty + 8, ty + 16, ty + 24).
@@ -48,6 +50,7 @@ __global__ void transpose_exercise(const W* __restrict__ g_x, W* __restrict__ g_
     // TODO 3: store the transposed tile into y.
     // TODO 4: barrier.
     (void)g_x, (void)g_y, (void)tx, (void)ty, (void)c0, (void)r0, (void)cols;
+    // end of TODO 4
   }
 }
 
@@ -55,9 +58,13 @@ void run_exercise(const klab::Launch& l) {
   const std::int64_t rows = l.problem.shape[0], cols = l.problem.shape[1];
   if (rows == 0 || cols == 0) return;
   const dim3 block(kTile, 8);
+  // Far below gridDim.y's limit of 65535 so that small shapes (4097 x 3: 129 row tiles)
+  // loop too, where compute-sanitizer's racecheck can afford to look for the race of a
+  // missing second barrier (TODO 4); 64 x ceil(cols / 32) blocks still fill the GPU at the
+  // bench shapes (8192 x 8192: 16,384 blocks of 4 row tiles each).
   const std::int64_t gy = klab::ceil_div<std::int64_t>(rows, kTile);
   const dim3 grid(static_cast<unsigned>(klab::ceil_div<std::int64_t>(cols, kTile)),
-                  static_cast<unsigned>(gy > 65535 ? 65535 : gy));
+                  static_cast<unsigned>(gy > kRowBlocks ? kRowBlocks : gy));
   if (klab::dtype_size(l.problem.dtype) == 4)
     transpose_exercise<std::uint32_t><<<grid, block, 0, l.stream>>>(
         l.in[0].as<std::uint32_t>(), l.out[0].as<std::uint32_t>(), rows, cols);

@@ -43,19 +43,21 @@ namespace lesson04_exercise {
 
 using i64 = std::int64_t;
 
-// TODO (hints 1-4): the row max. Every thread calls this with its partial max.
+// TODO 1 (hints 1-4): the row max. Every thread calls this with its partial max.
 __device__ float block_reduce_max(float v, float* s_red) {
   (void)v;
   (void)s_red;
   return NAN;
 }
+// end of TODO 1
 
-// TODO (hints 1-4): the row sum. Every thread calls this with its partial sum.
+// TODO 2 (hints 1-4): the row sum. Every thread calls this with its partial sum.
 __device__ float block_reduce_sum(float v, float* s_red) {
   (void)v;
   (void)s_red;
   return NAN;
 }
+// end of TODO 2
 
 // ---- given: the fused kernel (you do not need to change anything below) -------------------
 

@@ -24,9 +24,12 @@ namespace lesson01_exercise {
 
 __global__ void vector_add_exercise(const float* __restrict__ g_x, const float* __restrict__ g_y,
                                     float* __restrict__ g_z, std::int64_t n) {
+  // TODO 1: the grid-stride loop (hints 1-3).
   const std::int64_t stride = static_cast<std::int64_t>(gridDim.x) * blockDim.x;
+  // mistake one_pass (check): if (std::int64_t i = static_cast<std::int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < n)
   for (std::int64_t i = static_cast<std::int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < n; i += stride)
     g_z[i] = g_x[i] + g_y[i];
+  // end of TODO 1
 }
 
 void launch(const klab::Launch& l) {

@@ -35,8 +35,10 @@ constexpr int kWarps = kThreads / 32;
 
 template <class A>
 __device__ __forceinline__ A warp_sum(A v) {
+  // TODO 1: the five shuffle steps.
 #pragma unroll
   for (int offset = 16; offset > 0; offset >>= 1) v += __shfl_down_sync(0xffffffffu, v, offset);
+  // end of TODO 1
   return v;
 }
 
@@ -48,13 +50,20 @@ __global__ void sum_exercise(const In* __restrict__ g_in, A* __restrict__ g_out,
   for (std::int64_t i = static_cast<std::int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < n; i += step)
     r_acc += static_cast<A>(g_in[i]);
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+  // TODO 2: reduce r_acc across the block with warp_sum and s_warp.
   r_acc = warp_sum(r_acc);
   if (lane == 0) s_warp[warp] = r_acc;
+  // mistake no_barrier (racecheck):
   __syncthreads();
   if (warp == 0) {
     r_acc = warp_sum(lane < kWarps ? s_warp[lane] : A(0));
+    // end of TODO 2
+    // TODO 3: thread 0 writes the block total to g_out[blockIdx.x].
     if (lane == 0) g_out[blockIdx.x] = r_acc;
+    // end of TODO 3
+    // TODO 2 (continued)
   }
+  // end of TODO 2
 }
 
 template <class In, class A>

@@ -44,6 +44,7 @@ namespace lesson04_exercise {
 
 using i64 = std::int64_t;
 
+// TODO 1 (hints 1-4): the row max. Every thread calls this with its partial max.
 // Solution: a tree over shared memory. Each step halves the active threads; the barrier
 // after each step makes the step's writes visible to the next.
 __device__ float block_reduce_max(float v, float* s_red) {
@@ -55,10 +56,13 @@ __device__ float block_reduce_max(float v, float* s_red) {
     __syncthreads();                                // outside the if: every thread arrives
   }
   const float r = s_red[0];
+  // mistake no_last_barrier (racecheck):
   __syncthreads();                                  // everyone has read s_red[0]: reusable
   return r;
 }
+// end of TODO 1
 
+// TODO 2 (hints 1-4): the row sum. Every thread calls this with its partial sum.
 __device__ float block_reduce_sum(float v, float* s_red) {
   const int tid = threadIdx.x;
   s_red[tid] = v;
@@ -71,6 +75,7 @@ __device__ float block_reduce_sum(float v, float* s_red) {
   __syncthreads();
   return r;
 }
+// end of TODO 2
 
 // ---- given: the fused kernel (you do not need to change anything below) -------------------
 

@@ -40,6 +40,7 @@ __global__ void exercise_smem_tiles_kernel(GemmArgs g) {
   float acc = 0.f;
 
   for (int k0 = 0; k0 < z.k_len; k0 += T) {
+    // TODO 1: each thread loads one element of each tile:
     // 1: one element of each tile per thread, zero outside the matrices.
     {
       const int m = m0 + ty, k = k0 + tx;
@@ -49,14 +50,21 @@ __global__ void exercise_smem_tiles_kernel(GemmArgs g) {
       const int k = k0 + ty, n = n0 + tx;
       s_B[ty][tx] = (k < z.k_len && n < g.N) ? b_at<BK>(z.B, g.ldb, k, n) : 0.f;
     }
+    // end of TODO 1
+    // TODO 2: wait until the whole block has written its elements.
     // 2: the tiles are complete before anyone reads them.
     __syncthreads();
+    // end of TODO 2
+    // TODO 3: acc += Σ_k s_A[ty][k] · s_B[k][tx] over the tile.
     // 3: the dot product over this tile (s_A[ty][k] is the same for the whole warp:
     //    a broadcast; s_B[k][tx] is 32 consecutive floats: no bank conflict).
 #pragma unroll
     for (int k = 0; k < T; ++k) acc += s_A[ty][k] * s_B[k][tx];
+    // end of TODO 3
+    // TODO 4: wait until the whole block is done reading before the next iteration
     // 4: nobody overwrites a tile another thread is still reading.
     __syncthreads();
+    // end of TODO 4 (racecheck)
   }
   const int m = m0 + ty, n = n0 + tx;
   if (m < g.M && n < g.N) z.C[static_cast<std::int64_t>(m) * g.ldc + n] = acc;
