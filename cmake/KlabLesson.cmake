@@ -3,7 +3,9 @@
 # Builds the lesson's kernels as an object library linked into `klab`. The exercise file
 # goes into `klab`; the completed exercise from solutions/<lesson folder>/ goes into
 # `klab-solutions` instead, so the tests can prove the stub fails and the solution passes
-# without handing the solution to the learner in the exercise file.
+# without handing the solution to the learner in the exercise file. Each TODO of the
+# exercise is proven to matter as well: the solution with that TODO blanked (and with each
+# mistake its markers name) is built into klab-todo-<id>-<variant> (klab_todo_variants).
 function(klab_add_lesson id)
   cmake_parse_arguments(L "" "EXERCISE" "SOURCES;TRITON" ${ARGN})
   set(lib klab_lesson_${id})
@@ -27,10 +29,57 @@ function(klab_add_lesson id)
       target_include_directories(${lib}_solution PRIVATE ${CMAKE_CURRENT_SOURCE_DIR})
       target_link_libraries(${lib}_solution PUBLIC klab_core)
       set_property(GLOBAL APPEND PROPERTY KLAB_SOLUTION_LIBS ${lib}_solution)
+      if(KLAB_BUILD_SOLUTIONS)
+        klab_todo_variants(${id} ${CMAKE_CURRENT_SOURCE_DIR}/${L_EXERCISE} ${solution})
+      endif()
     else()
       message(WARNING "lesson ${id}: no solution at ${solution}")
     endif()
   endif()
+endfunction()
+
+# klab_todo_variants(<id> <stub> <solution>)
+#
+# tools/todo_proof.py checks that the TODO markers of the stub and its solution correspond
+# (a mismatch stops the configure) and writes one source per variant under
+# todo/<id>/<variant>/; each becomes an object library, klab_todo_<id>_<variant>, and
+# KLAB_TODO_VARIANTS records "<id>|<variant>|<proof>|<object library>" for
+# klab_add_executables and the tests. A variant proven by `compile:NAME` must not compile:
+# it is left out of the default build, and a test builds it and expects the error.
+function(klab_todo_variants id stub solution)
+  find_package(Python3 COMPONENTS Interpreter)
+  if(NOT Python3_Interpreter_FOUND)
+    message(FATAL_ERROR "lesson ${id}: the TODO proofs (tools/todo_proof.py) need Python 3; "
+                        "install it or configure with -DKLAB_BUILD_SOLUTIONS=OFF")
+  endif()
+  set(tool ${CMAKE_SOURCE_DIR}/tools/todo_proof.py)
+  execute_process(COMMAND ${Python3_EXECUTABLE} ${tool} generate ${stub} ${solution}
+                          --out-dir ${CMAKE_BINARY_DIR}/todo/${id}
+                  OUTPUT_VARIABLE manifest ERROR_VARIABLE why RESULT_VARIABLE rc
+                  OUTPUT_STRIP_TRAILING_WHITESPACE)
+  if(NOT rc EQUAL 0)
+    message(FATAL_ERROR "lesson ${id}: the TODO markers of the exercise and its solution do not "
+                        "correspond (tools/todo_proof.py):\n${why}")
+  endif()
+  # Editing either file or the tool configures again, and with it regenerates the variants.
+  set_property(DIRECTORY APPEND PROPERTY CMAKE_CONFIGURE_DEPENDS ${stub} ${solution} ${tool})
+  string(REPLACE "\n" ";" manifest "${manifest}")
+  foreach(line ${manifest})
+    string(REPLACE "|" ";" fields "${line}")
+    list(GET fields 0 variant)
+    list(GET fields 1 proof)
+    list(GET fields 2 source)
+    set(obj klab_todo_${id}_${variant})
+    add_library(${obj} OBJECT ${source})
+    target_include_directories(${obj} PRIVATE ${CMAKE_CURRENT_SOURCE_DIR})
+    target_link_libraries(${obj} PUBLIC klab_core)
+    # A TODO left blank leaves variables unused (177: declared, 550: set but never read).
+    target_compile_options(${obj} PRIVATE $<$<COMPILE_LANGUAGE:CUDA>:--diag-suppress=177,550>)
+    if(proof MATCHES "^compile:")
+      set_target_properties(${obj} PROPERTIES EXCLUDE_FROM_ALL ON)
+    endif()
+    set_property(GLOBAL APPEND PROPERTY KLAB_TODO_VARIANTS "${id}|${variant}|${proof}|${obj}")
+  endforeach()
 endfunction()
 
 function(klab_add_executables)
@@ -47,5 +96,23 @@ function(klab_add_executables)
     add_executable(klab-solutions ${CMAKE_SOURCE_DIR}/klab/cli/main.cpp)
     target_link_libraries(klab-solutions PRIVATE klab_cli ${lessons} ${solutions})
     set_target_properties(klab-solutions PROPERTIES RUNTIME_OUTPUT_DIRECTORY ${CMAKE_BINARY_DIR})
+    # One klab per TODO variant: klab-solutions with the lesson's solution swapped for the
+    # variant. Only the variant's exercise.cu is compiled anew; the rest is linked.
+    get_property(variants GLOBAL PROPERTY KLAB_TODO_VARIANTS)
+    foreach(v ${variants})
+      string(REPLACE "|" ";" fields "${v}")
+      list(GET fields 0 id)
+      list(GET fields 1 variant)
+      list(GET fields 2 proof)
+      list(GET fields 3 obj)
+      if(proof MATCHES "^compile:")
+        continue()
+      endif()
+      set(others ${solutions})
+      list(REMOVE_ITEM others klab_lesson_${id}_solution)
+      add_executable(klab-todo-${id}-${variant} ${CMAKE_SOURCE_DIR}/klab/cli/main.cpp)
+      target_link_libraries(klab-todo-${id}-${variant} PRIVATE klab_cli ${lessons} ${others} ${obj})
+      set_target_properties(klab-todo-${id}-${variant} PROPERTIES RUNTIME_OUTPUT_DIRECTORY ${CMAKE_BINARY_DIR}/todo)
+    endforeach()
   endif()
 endfunction()
