@@ -98,6 +98,51 @@ TEST(Compare, RefScaleFloorsTheRelL2Denominator) {
   EXPECT_FALSE(compare(tensor_of(DType::f32, {1.01, 1.01, 1.01}), {1, 1, 1}, Tolerance{0.1, 0, 1e-3, 0.5}).ok);
 }
 
+TEST(Compare, PerElementBoundFollowsTheFlatIndex) {
+  Tolerance tol{0.3, 0};
+  tol.atol_at = [](std::int64_t i) { return 0.1 * static_cast<double>(i + 1); };
+  const std::vector<double> zero = {0, 0, 0};
+  EXPECT_TRUE(compare(tensor_of(DType::f32, {0.05, 0.15, 0.25}), zero, tol).ok);
+  // 0.15 at element 0 is inside the last element's 0.3 but not its own 0.1.
+  const auto r = compare(tensor_of(DType::f32, {0.15, 0.15, 0.25}), zero, tol);
+  EXPECT_FALSE(r.ok);
+  EXPECT_EQ(r.bad, 1);
+  EXPECT_EQ(r.first_bad, 0);
+  EXPECT_TRUE(within(tol, 2, 0.25, 0));
+  EXPECT_FALSE(within(tol, 0, 0.25, 0));
+  // A subset of an output keeps its elements' own bounds: element 2 of the output is
+  // element 0 of the subset, and first_bad names it by its place in the output.
+  EXPECT_TRUE(compare(tensor_of(DType::f32, {0.25}), {0}, tol, {2}).ok);
+  const auto sub = compare(tensor_of(DType::f32, {0.25}), {0}, tol, {1});
+  EXPECT_FALSE(sub.ok);
+  EXPECT_EQ(sub.first_bad, 1);
+  EXPECT_THROW(compare(tensor_of(DType::f32, {0.25}), {0}, tol, {1, 2}), Error);
+}
+
+// The scan's f32 tolerance at n = 2^24 applied to a hand-made prefix: the exclusive scan
+// (each element one term short) must fail, the inclusive one pass. With one atol for every
+// element (the last one's, 2.3) the exclusive scan passed: the flaw the per-element bound fixes.
+TEST(Compare, ScanToleranceRejectsAnExclusiveScan) {
+  const Op* scan = registry().find_op("scan");
+  ASSERT_NE(scan, nullptr);
+  const Tolerance tol = tolerance_for(*scan, nullptr, Problem{{std::int64_t{1} << 24}, DType::f32, ""}, 0, DType::f32);
+  const std::vector<double> x = {0.5, -0.25, 1, 0.75, -0.5, 0.125, -1, 0.25};
+  std::vector<double> inclusive, exclusive;
+  double s = 0;
+  for (double v : x) {
+    exclusive.push_back(s);
+    inclusive.push_back(s += v);
+  }
+  EXPECT_TRUE(compare(tensor_of(DType::f32, inclusive), inclusive, tol).ok);
+  const auto r = compare(tensor_of(DType::f32, exclusive), inclusive, tol);
+  EXPECT_FALSE(r.ok);
+  EXPECT_EQ(r.bad, 8);
+  EXPECT_EQ(r.first_bad, 0);
+  Tolerance one_atol = tol;
+  one_atol.atol_at = nullptr;
+  EXPECT_TRUE(compare(tensor_of(DType::f32, exclusive), inclusive, one_atol).ok);
+}
+
 TEST(Compare, NanWhereReferenceIsNanPasses) {
   const double nan = std::numeric_limits<double>::quiet_NaN();
   EXPECT_TRUE(compare(tensor_of(DType::f32, {nan}), {nan}, default_tolerance(DType::f32)).ok);

@@ -34,37 +34,42 @@ std::string CompareResult::summary() const {
   return s;
 }
 
+bool within(const Tolerance& tol, std::int64_t i, double out, double ref) {
+  // The op's semantics produce NaN/Inf here: the output must match it exactly.
+  if (!std::isfinite(ref)) return std::isnan(ref) ? std::isnan(out) : out == ref;
+  if (!std::isfinite(out)) return false;
+  const double atol = tol.atol_at ? tol.atol_at(i) : tol.atol;
+  return std::fabs(out - ref) <= atol + tol.rtol * std::fabs(ref);
+}
+
 namespace {
 struct Partial {
   std::int64_t bad = 0, nonfinite = 0, first_bad = -1;
   double first_out = 0, first_ref = 0;
   double err2 = 0, ref2 = 0, max_abs = 0;
 };
-}  // namespace
 
-CompareResult compare(const HostTensor& out, const std::vector<double>& ref, const Tolerance& tol) {
+// index: the flat index of element k in the whole output; empty: k itself.
+CompareResult compare_at(const HostTensor& out, const std::vector<double>& ref, const Tolerance& tol,
+                         const std::vector<std::int64_t>& index) {
   KLAB_REQUIRE(static_cast<std::int64_t>(ref.size()) == out.numel(), "compare: reference size differs from output");
+  KLAB_REQUIRE(index.empty() || index.size() == ref.size(), "compare: index size differs from output");
   CompareResult r;
   r.count = out.numel();
   Partial total;
   std::mutex m;
   parallel_for(r.count, [&](std::int64_t b, std::int64_t e) {
     Partial p;
-    for (std::int64_t i = b; i < e; ++i) {
-      const double o = out.get(i), x = ref[static_cast<std::size_t>(i)];
-      bool bad = false;
-      if (!std::isfinite(x)) {
-        // The op's semantics produce NaN/Inf here: the output must match it exactly.
-        bad = !(std::isnan(x) ? std::isnan(o) : o == x);
-      } else if (!std::isfinite(o)) {
-        bad = true;
-        ++p.nonfinite;
-      } else {
+    for (std::int64_t k = b; k < e; ++k) {
+      const std::int64_t i = index.empty() ? k : index[static_cast<std::size_t>(k)];
+      const double o = out.get(k), x = ref[static_cast<std::size_t>(k)];
+      const bool bad = !within(tol, i, o, x);
+      if (std::isfinite(x) && !std::isfinite(o)) ++p.nonfinite;
+      if (std::isfinite(x) && std::isfinite(o)) {
         const double d = std::fabs(o - x);
         p.err2 += d * d;
         p.ref2 += x * x;
         if (d > p.max_abs) p.max_abs = d;
-        bad = d > tol.atol + tol.rtol * std::fabs(x);
       }
       if (bad) {
         if (p.first_bad < 0) { p.first_bad = i; p.first_out = o; p.first_ref = x; }
@@ -92,6 +97,16 @@ CompareResult compare(const HostTensor& out, const std::vector<double>& ref, con
   r.first_bad_ref = total.first_ref;
   r.ok = r.bad == 0 && !(r.rel_l2 > tol.max_rel_l2);
   return r;
+}
+}  // namespace
+
+CompareResult compare(const HostTensor& out, const std::vector<double>& ref, const Tolerance& tol) {
+  return compare_at(out, ref, tol, {});
+}
+
+CompareResult compare(const HostTensor& out, const std::vector<double>& ref, const Tolerance& tol,
+                      const std::vector<std::int64_t>& index) {
+  return compare_at(out, ref, tol, index);
 }
 
 }  // namespace klab

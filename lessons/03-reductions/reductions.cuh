@@ -65,17 +65,36 @@ inline int grid_for(std::int64_t work_items, int per_block, int cap) {
 }
 
 // Tolerance of an fp32 sum of n terms uniform in [-1, 1) (sigma = 1/sqrt(3)) against the
-// fp64 sum. Each fp32 addition rounds with a relative error up to eps = 2^-24 of the
-// running partial; the partials of random-sign terms grow like sqrt(k) * sigma, so the
-// accumulated error of ANY summation order stays below about eps * n * sigma (a single
-// thread adding all n terms in a row is the worst order; trees do much better). atol =
-// 4 eps n sigma + a floor for tiny n. For n = 2^24 that is 2.3 (4/sqrt(3)) against a sum of size
-// ~2.4e3 (a tree's real error is ~1e-4): float sums cannot tell one missing element of a
-// long array from rounding, which is why every kernel is also tested on int32 (exact,
-// same code, same indexing).
-inline klab::Tolerance float_sum_tolerance(std::int64_t n) {
-  const double eps = std::ldexp(1.0, -24), sigma = 1.0 / std::sqrt(3.0);
-  return klab::Tolerance{4.0 * eps * static_cast<double>(n) * sigma + 1e-6, 1e-6};
+// fp64 sum, for a summation order in which no term passes through more than `depth`
+// additions (any order: depth <= n - 1, one thread adding all n in a row).
+//   Each fp32 addition rounds its result s_k with a relative error delta_k, |delta_k| <=
+//   u = 2^-24, so to first order the sum is off by sum_k delta_k s_k. Model the deltas as
+//   independent and uniform (standard deviation u / sqrt(3)) and the terms as independent
+//   with mean 0: E[s_k^2] = sigma^2 * (the number of terms under addition k). Summed over the
+//   additions, that number counts every term once per addition above it: at most n * depth.
+//   So the error's standard deviation is at most (u / sqrt(3)) sigma sqrt(n * depth), and
+//   atol = 4 u sigma sqrt(n * depth) is 4 sqrt(3) = 6.9 of them, plus a floor for tiny n.
+//   rtol 1e-6 (17 u) covers the rounding of the stored result.
+// For n = 2^24 in any order that is atol = 2.3 (4 / sqrt(3)) against a sum of size ~2.4e3:
+// a float sum in an unknown order cannot tell one missing element of a long array from
+// rounding, which is why every sum kernel is also tested on int32 (exact, same code, same
+// indexing), and why ops that know their kernels' order pass a smaller depth (mean).
+inline klab::Tolerance float_sum_tolerance(std::int64_t n, std::int64_t depth) {
+  const double u = std::ldexp(1.0, -24), sigma = 1.0 / std::sqrt(3.0);
+  const double terms = static_cast<double>(n), d = static_cast<double>(depth);
+  return klab::Tolerance{4.0 * u * sigma * std::sqrt(terms * d) + 1e-6, 1e-6};
+}
+inline klab::Tolerance float_sum_tolerance(std::int64_t n) { return float_sum_tolerance(n, n); }
+
+// Tolerance of an fp32 inclusive scan of n terms: element i is an fp32 sum of its i + 1
+// terms, whatever order the kernel adds them in (a tile's own scan, then the prefix of the
+// tiles before it), so it gets the bound of a sum of i + 1 terms, not the last element's: an
+// exclusive scan or an off-by-one prefix is off by a whole term, and the early prefixes'
+// bounds are far below that. atol (unused by compare) is the last element's bound.
+inline klab::Tolerance float_scan_tolerance(std::int64_t n) {
+  klab::Tolerance t = float_sum_tolerance(n);
+  t.atol_at = [](std::int64_t i) { return float_sum_tolerance(i + 1).atol; };
+  return t;
 }
 
 // The ops of this lesson take one dimension, n >= 0.

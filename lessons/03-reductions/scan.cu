@@ -1,7 +1,7 @@
 // Lesson 03 — inclusive scan (prefix sum): y[i] = x[0] + ... + x[i], fp32 and int32.
 //
 // int32 wraps mod 2^32 (exact, the reference wraps the same way); fp32 is checked with
-// the length-scaled tolerance of a float sum (reductions.cuh).
+// a tolerance per element, that of a float sum of the element's prefix (reductions.cuh).
 //
 // Versions:
 //   v1_scan_then_propagate  each block scans 1024 elements (thread-serial over 4, then
@@ -541,7 +541,7 @@ klab::Op make_scan_op() {
   klab::Op op;
   op.lesson = "03";
   op.name = "scan";
-  op.summary = "inclusive prefix sum (f32 with a length-scaled tolerance, i32 exact mod 2^32)";
+  op.summary = "inclusive prefix sum (f32 with a tolerance per prefix length, i32 exact mod 2^32)";
   op.dims = {"n"};
   op.dtypes = {DType::f32, DType::i32};
   // Around the tile sizes (1024 for v1, 4096 for v2, 8192 for v3): one short of, exactly,
@@ -558,7 +558,7 @@ klab::Op make_scan_op() {
   op.outputs = [](const Problem& p) { return std::vector<TensorSpec>{{"y", p.dtype, p.shape}}; };
   op.reference = scan_ref;
   op.tolerance = [](const Problem& p, int) {
-    return p.dtype == DType::i32 ? klab::Tolerance{0, 0} : l03::float_sum_tolerance(p.shape[0]);
+    return p.dtype == DType::i32 ? klab::Tolerance{0, 0} : l03::float_scan_tolerance(p.shape[0]);
   };
   op.flops = [](const Problem& p) { return static_cast<double>(p.shape[0]); };
   return op;

@@ -8,9 +8,20 @@
 // its typical size is 21). NaN or Inf in the output
 // where the reference is finite fails, whatever the tolerance; an output NaN where the
 // reference is NaN (an op whose semantics produce one) passes.
+//
+// Per-element bounds: one atol for a whole output must be sized for its worst element, and
+// that can hide a wrong answer elsewhere. A prefix sum's element i adds i + 1 terms, so its
+// rounding error grows with i; an atol sized for the last element of 2^24 (2.3) accepts an
+// exclusive scan, whose early elements are off by one input (< 1). Tolerance::atol_at gives
+// each element its own absolute bound, from its flat index in the output:
+//   element i passes when |out - ref| <= atol_at(i) + rtol * |ref|   (atol unused)
+// Callers that look at a subset of an output (a sampled reference) pass the flat indices
+// of their elements (the second compare() below); within() is the rule for one element, for
+// code that must agree with compare() (which poison an element accepts).
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <limits>
 #include <string>
 #include <vector>
@@ -25,7 +36,13 @@ struct Tolerance {
   double rtol = 0;
   double max_rel_l2 = std::numeric_limits<double>::infinity();
   double ref_scale = 0;  // floor of the rel-L2 denominator, per element (0: none)
+  // Optional: the absolute bound of element i (its flat index in the whole output), in place
+  // of atol. Set atol to the largest bound it gives, for code that reads atol alone.
+  std::function<double(std::int64_t)> atol_at;
 };
+
+// compare()'s rule for element i (flat index) holding `out` against `ref`: true = passes.
+bool within(const Tolerance& tol, std::int64_t i, double out, double ref);
 
 // Per-dtype defaults for ops whose every output element is a short computation on
 // inputs of that dtype (one or a few roundings): about 8 units in the last place.
@@ -50,5 +67,9 @@ struct CompareResult {
 };
 
 CompareResult compare(const HostTensor& out, const std::vector<double>& ref, const Tolerance& tol);
+// The same for a subset of an output: out[k] and ref[k] are its element index[k] (the flat
+// index atol_at takes and first_bad reports).
+CompareResult compare(const HostTensor& out, const std::vector<double>& ref, const Tolerance& tol,
+                      const std::vector<std::int64_t>& index);
 
 }  // namespace klab
