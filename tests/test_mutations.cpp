@@ -156,10 +156,11 @@ TEST(Mutations, EveryOpsToleranceRejectsIndexingMistakes) {
             // An impl's tolerance is for the problems it runs (TF32 is a mode of f32 only).
             if (owner && owner->supports && !owner->supports(p).empty()) continue;
             // The right answer, as a kernel stores it, passes: else no mutation means anything.
-            {
-              VerifyRecord rec;
-              judge(op, p, in, ref, right, rec, owner);
-              ASSERT_EQ(rec.status, Status::pass) << case_name(op, p, owner, "") << ": the rounded reference fails: " << rec.message;
+            VerifyRecord rec;
+            judge(op, p, in, ref, right, rec, owner);
+            if (rec.status != Status::pass) {
+              ADD_FAILURE() << case_name(op, p, owner, "") << ": the rounded reference fails: " << rec.message;
+              continue;
             }
             for (std::size_t k = 0; k < specs.size(); ++k) {
               const std::string where = case_name(op, p, owner, specs[k].name);
