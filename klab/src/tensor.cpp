@@ -87,14 +87,14 @@ void copy_to_host(const DeviceTensor& d, HostTensor& h) {
   if (h.bytes()) KLAB_CHECK_CUDA(cudaMemcpy(h.data(), d.data(), h.bytes(), cudaMemcpyDeviceToHost));
 }
 
-void poison(const DeviceTensor& d, cudaStream_t s) {
+void poison(const DeviceTensor& d, cudaStream_t s, unsigned char pattern) {
   // On the launch stream: a cudaMemset on the legacy default stream does not order against
   // a non-blocking launch stream, and the impl could then run before the poison lands.
-  if (d.bytes()) KLAB_CHECK_CUDA(cudaMemsetAsync(d.data(), 0xFF, d.bytes(), s));
+  if (d.bytes()) KLAB_CHECK_CUDA(cudaMemsetAsync(d.data(), pattern, d.bytes(), s));
 }
 
-void poison(HostTensor& h) {
-  if (h.bytes()) std::memset(h.data(), 0xFF, h.bytes());
+void poison(HostTensor& h, unsigned char pattern) {
+  if (h.bytes()) std::memset(h.data(), pattern, h.bytes());
 }
 
 }  // namespace klab

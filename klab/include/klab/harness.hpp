@@ -36,7 +36,6 @@ struct Selection {
   std::int64_t max_elems = 0;          // > 0: skip problems with a larger tensor (sanitizer runs)
   bool exercises = false;              // include impls of kind exercise
   bool only_exercises = false;
-  std::string candidate;               // run only this candidate of autotuned impls (by name)
 };
 
 struct RunOptions {
@@ -49,6 +48,7 @@ struct RunOptions {
   bool progress = true;                // progress line on stderr (when it is a terminal)
   bool verbose = false;
   std::function<void(const std::string&)> log;  // where per-case lines go (default: none)
+  std::string candidate;               // run only this candidate of impls that have candidates
 };
 
 enum class Status { pass, fail, unsupported, error };
@@ -107,6 +107,16 @@ double default_bytes(const Op& op, const Problem& p);
 // property checks; fills rec.status/message/outputs.
 void judge(const Op& op, const Problem& p, const Inputs& in, const Reference& ref,
            const std::vector<HostTensor>& out, VerifyRecord& rec, const Impl* impl = nullptr);
+// The tensors a check compares: the op's outputs, then its in-out inputs (Init::inout).
+std::vector<TensorSpec> checked_specs(const Op& op, const Problem& p);
+// The poison patterns for one output (0xFF, 0x7F, 0xA5 bytes), best first, each with the
+// number of reference elements that would accept an element still holding it (0: an
+// unwritten element always fails). The harness poisons with the first; where it is
+// accepted somewhere, a second launch uses the second. `index`: the flat output index of
+// each ref element, for a sampled reference (nullptr: ref is the whole output).
+std::vector<std::pair<unsigned char, std::int64_t>> rank_poisons(DType t, const std::vector<double>& ref,
+                                                                 const Tolerance& tol,
+                                                                 const std::vector<std::int64_t>* index = nullptr);
 // The tolerance output k of problem p is judged with: the impl's override, else the op's,
 // else the dtype's default.
 Tolerance tolerance_for(const Op& op, const Impl* impl, const Problem& p, int k, DType out_dtype);
@@ -126,5 +136,9 @@ void l2_flush_read(const void* buf, std::size_t bytes, unsigned* sink, cudaStrea
 // KLAB_L2_FLUSH: unset, empty or "read" -> false; "write" -> true; anything else is a
 // UsageError (a misspelt mode must not time silently with the other flush).
 bool l2_flush_by_write();
+
+// A checksum of `bytes` of device memory (checksum.cu), synchronous on `s`: the harness
+// compares each input's checksum after every launch with the one taken at upload.
+std::uint64_t device_checksum(const void* p, std::size_t bytes, cudaStream_t s);
 
 }  // namespace klab

@@ -33,22 +33,24 @@ struct Problem {
 
 // How the harness prepares a tensor before every launch (verified or timed, outside the
 // timed region):
-//   input:  uploaded once, read-only; the harness checksums it after each launch and fails
-//           an impl that wrote it.
-//   inout:  an input the impl updates in place (an optimizer step's parameters, logits a
+//   plain:  an input: uploaded once, read-only; the harness checksums it after each launch
+//           and fails an impl that wrote it. An output: poisoned before every launch with a
+//           pattern no legal answer equals.
+//   inout:  (inputs only) an input the impl updates in place (an optimizer step's parameters, logits a
 //           loss overwrites with its gradient): restored from a pristine copy before every
 //           launch, so every timed launch computes the same step from the same state, and
 //           its final contents are checked like an output (the reference returns one array
 //           per output, then one per inout input, in input order).
-//   output: poisoned before every launch with a pattern no legal answer equals.
-//   zeroed: an output that must start at zero (an atomic accumulation): zero-filled instead.
-enum class Init { input, inout, output, zeroed };
+//   zeroed: (outputs only) an output that must start at zero (an atomic accumulation):
+//           zero-filled instead of poisoned, so an element left unwritten where the answer
+//           is zero cannot be told from a written one.
+enum class Init { plain, inout, zeroed };
 
 struct TensorSpec {
   std::string name;
   DType dtype;
   Dims shape;
-  Init init = Init::input;   // op.inputs: input or inout; op.outputs: output or zeroed
+  Init init = Init::plain;   // op.inputs: plain or inout; op.outputs: plain or zeroed
 };
 
 // Host inputs of one check: tensors, plus scalars (alpha of y = alpha*x, a seed for

@@ -107,9 +107,11 @@ class DeviceTensor {
 
 DeviceTensor to_device(const HostTensor& h);
 void copy_to_host(const DeviceTensor& d, HostTensor& h);   // shapes and dtypes must match
-// Fill with a NaN pattern (0xFF bytes: NaN in f32/f16/bf16, -1 in i32, 255 in u8) so that
-// an element the kernel never writes cannot pass the comparison by luck.
-void poison(const DeviceTensor& d, cudaStream_t s);   // enqueued on s, the launch stream
-void poison(HostTensor& h);
+// Fill every byte with `pattern` so that an element the kernel never writes cannot pass the
+// comparison by luck. The default, 0xFF, is NaN in f32/f16/bf16, -1 in i32 and 255 in u8;
+// where a legal answer equals it (argmax of nothing is -1, a mean of nothing NaN) the
+// harness picks another pattern per output (harness.cpp, "poison").
+void poison(const DeviceTensor& d, cudaStream_t s, unsigned char pattern = 0xFF);  // on s, the launch stream
+void poison(HostTensor& h, unsigned char pattern = 0xFF);
 
 }  // namespace klab
