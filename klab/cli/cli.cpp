@@ -15,6 +15,7 @@
 #include <cstring>
 #include <filesystem>
 #include <random>
+#include <set>
 #include <type_traits>
 
 #include <fmt/format.h>
@@ -65,7 +66,7 @@ namespace {
 struct Common {
   std::vector<std::string> lessons;
   std::vector<std::string> impls, ops;
-  std::string shape, dtype, variant, json, csv;
+  std::string shape, dtype, variant, json, csv, candidate;
   std::int64_t max_elems = 0;
   std::uint64_t seed = 0;
   bool seed_given = false, verbose = false, graph = false;
@@ -107,6 +108,8 @@ void add_selection(CLI::App* c, Common& o, bool lessons_positional = true) {
   c->add_option("--shape", o.shape, "one shape instead of the op's own, e.g. 4096x4096 or 2^28");
   c->add_option("--dtype", o.dtype, "one dtype: f32, f16, bf16, i32, u8");
   c->add_option("--variant", o.variant, "one variant of ops that have them");
+  c->add_option("--candidate", o.candidate,
+                 "run this configuration of the autotuned impls instead of tuning (`klab list` names them)");
   c->add_option("--max-elems", o.max_elems, "skip problems with a tensor larger than this (for sanitizer runs)")
       ->check(whole_number<std::int64_t>("a count of elements below 2^63"));
 }
@@ -138,6 +141,7 @@ RunOptions make_options(const Common& o) {
   r.graph = o.graph;
   r.time_cap_s = o.time_cap;
   r.verbose = o.verbose;
+  r.candidate = o.candidate;
   r.log = [](const std::string& line) { std::fprintf(stderr, "%s\n", line.c_str()); };
   return r;
 }
@@ -154,6 +158,38 @@ std::vector<Case> plan_cases(const Selection& sel, bool bench_shapes, bool print
   if (print_notes)
     for (const auto& n : p.notes) std::printf("note: %s\n", n.c_str());
   return std::move(p.cases);
+}
+
+// --candidate NAME keeps the impls that have candidates (the others have nothing to
+// select) and needs one of them to name NAME for some selected problem: a misspelt name is
+// a usage error that lists the names there are, not a run where every case is unsupported.
+std::vector<Case> keep_candidate(std::vector<Case> cases, const std::string& name) {
+  if (name.empty()) return cases;
+  std::set<std::string> known;
+  bool found = false;
+  std::vector<Case> kept;
+  for (auto& c : cases) {
+    std::vector<const Impl*> impls;
+    for (const Impl* im : c.impls) {
+      if (!im->candidates) continue;
+      impls.push_back(im);
+      for (const auto& n : im->candidates(c.problem)) {
+        known.insert(n);
+        found = found || n == name;
+      }
+    }
+    if (!impls.empty()) kept.push_back(Case{c.op, std::move(impls), c.problem});
+  }
+  if (known.empty())
+    throw UsageError(fmt::format("--candidate {}: no selected impl has candidates (`klab list` shows the ones that do)",
+                                 name));
+  if (!found) {
+    std::string list;
+    for (const auto& n : known) list += (list.empty() ? "" : ", ") + n;
+    if (list.size() > 400) list = list.substr(0, 400) + ", ...";
+    throw UsageError(fmt::format("--candidate {}: no selected impl has it; candidates here: {}", name, list));
+  }
+  return kept;
 }
 
 // --json and --csv are checked before any work: a run of minutes must not end in "cannot
@@ -281,7 +317,19 @@ int cmd_list(const Common& o) {
       for (auto t : op->dtypes) jo["dtypes"].push_back(dtype_name(t));
       for (const Impl* im : reg.impls_of(op->name)) {
         std::printf("        %-20s %-8s %s\n", im->name.c_str(), impl_kind_name(im->kind), im->summary.c_str());
-        jo["impls"].push_back({{"name", im->name}, {"kind", impl_kind_name(im->kind)}, {"summary", im->summary}});
+        nlohmann::json ji = {{"name", im->name}, {"kind", impl_kind_name(im->kind)}, {"summary", im->summary}};
+        // An autotuned impl's configurations, as --candidate takes them (for its first
+        // bench problem; an impl may offer fewer on other problems).
+        if (im->candidates && !op->bench_shapes.empty()) {
+          const Problem p{op->bench_shapes.front(), op->dtypes.front(), op->variants.empty() ? "" : op->variants.front()};
+          std::string names;
+          for (const auto& n : im->candidates(p)) {
+            names += (names.empty() ? "" : " ") + n;
+            ji["candidates"].push_back(n);
+          }
+          std::printf("            --candidate: %s\n", names.c_str());
+        }
+        jo["impls"].push_back(ji);
       }
       jl["ops"].push_back(jo);
     }
@@ -297,7 +345,7 @@ int cmd_list(const Common& o) {
 // Every usage error of test, bench and run is found before require_gpu(): without a GPU
 // a malformed request still exits 2, not 77.
 int cmd_test(Common& o, Selection sel) {
-  const auto cases = plan_cases(sel, false);
+  const auto cases = keep_candidate(plan_cases(sel, false), o.candidate);
   require_gpu();
   const RunOptions ro = make_options(o);
   print_device_line();
@@ -309,7 +357,7 @@ int cmd_test(Common& o, Selection sel) {
 }
 
 int cmd_bench(Common& o, Selection sel) {
-  const auto cases = plan_cases(sel, true);
+  const auto cases = keep_candidate(plan_cases(sel, true), o.candidate);
   (void)l2_flush_by_write();   // a bad KLAB_L2_FLUSH is a usage error, GPU or not
   require_gpu();
   const RunOptions ro = make_options(o);
@@ -323,8 +371,8 @@ int cmd_bench(Common& o, Selection sel) {
 }
 
 int cmd_run(Common& o, Selection sel) {
-  const auto vcases = plan_cases(sel, false);
-  const auto bcases = plan_cases(sel, true, !sel.shape);   // a --shape's notes are the same twice
+  const auto vcases = keep_candidate(plan_cases(sel, false), o.candidate);
+  const auto bcases = keep_candidate(plan_cases(sel, true, !sel.shape), o.candidate);   // a --shape's notes are the same twice
   (void)l2_flush_by_write();
   require_gpu();
   const RunOptions ro = make_options(o);
@@ -627,6 +675,8 @@ int klab_main(int argc, char** argv) {
     if (const std::string extra = leftover(app, verb, argc, argv); !extra.empty()) throw UsageError(extra);
     if (given("--json")) check_writable("--json", o.json);
     if (given("--csv")) check_writable("--csv", o.csv);
+    if (given("--candidate") && o.candidate.empty())
+      throw UsageError("--candidate needs a configuration's name (`klab list` names them)");
     const auto problems = registry().validate();
     if (!problems.empty()) {
       for (const auto& p : problems) std::fprintf(stderr, "klab: registry: %s\n", p.c_str());
