@@ -372,7 +372,7 @@ struct DeviceCase {
     for (std::size_t k = 0; k < n_out; ++k)
       poison(out[k], s, out_specs[k].init == Init::zeroed ? 0 : pattern.at(k));
     for (std::size_t k = 0; k < set.in.size(); ++k)
-      if (set.pristine[k].bytes())
+      if (set.pristine[k].data())
         KLAB_CHECK_CUDA(cudaMemcpyAsync(set.in[k].data(), set.pristine[k].data(), set.in[k].bytes(),
                                         cudaMemcpyDeviceToDevice, s));
     if (im.zero_workspace && workspace.size()) KLAB_CHECK_CUDA(cudaMemsetAsync(workspace.get(), 0, workspace.size(), s));

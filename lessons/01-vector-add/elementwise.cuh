@@ -55,7 +55,7 @@ inline klab::Reference map_reference(const klab::Inputs& in, const std::function
   klab::parallel_for(x.numel(), [&](std::int64_t b, std::int64_t e) {
     for (std::int64_t i = b; i < e; ++i) out[static_cast<std::size_t>(i)] = f(x.get(i), y ? y->get(i) : 0.0);
   });
-  return {std::move(out)};
+  return klab::single_output(std::move(out));
 }
 
 // An element-wise op over n elements with `arity` inputs of the problem's dtype.

@@ -52,7 +52,7 @@ klab::Reference strided_copy_ref(const Problem& p, const klab::Inputs& in) {
   std::vector<double> y(static_cast<std::size_t>(n));
   const auto& x = in.tensors[0];
   for (std::int64_t i = 0; i < n; ++i) y[i] = x.get(i * stride);
-  return {std::move(y)};
+  return klab::single_output(std::move(y));
 }
 
 klab::Reference grayscale_ref(const Problem& p, const klab::Inputs& in) {
@@ -63,7 +63,7 @@ klab::Reference grayscale_ref(const Problem& p, const klab::Inputs& in) {
     for (std::int64_t i = b; i < e; ++i)
       g[i] = 0.299 * rgb.get(3 * i) + 0.587 * rgb.get(3 * i + 1) + 0.114 * rgb.get(3 * i + 2);
   });
-  return {std::move(g)};
+  return klab::single_output(std::move(g));
 }
 
 klab::Reference matrix_add_ref(const Problem& p, const klab::Inputs& in) {
@@ -72,7 +72,7 @@ klab::Reference matrix_add_ref(const Problem& p, const klab::Inputs& in) {
   klab::parallel_for(n, [&](std::int64_t b, std::int64_t e) {
     for (std::int64_t i = b; i < e; ++i) c[i] = in.tensors[0].get(i) + in.tensors[1].get(i);
   });
-  return {std::move(c)};
+  return klab::single_output(std::move(c));
 }
 
 // ---------------------------------------------------------------------------------------

@@ -74,7 +74,7 @@ klab::Reference histogram_ref(const Problem& p, const klab::Inputs& in) {
   });
   std::vector<double> r(kBins);
   for (int k = 0; k < kBins; ++k) r[k] = static_cast<double>(bins[k].load());
-  return {std::move(r)};
+  return klab::single_output(std::move(r));
 }
 
 // ---------------------------------------------------------------------------------------

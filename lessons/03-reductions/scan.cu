@@ -60,7 +60,7 @@ klab::Reference scan_ref(const Problem& p, const klab::Inputs& in) {
     double s = 0;
     for (std::int64_t i = 0; i < n; ++i) y[i] = (s += x[i]);
   }
-  return {std::move(y)};
+  return klab::single_output(std::move(y));
 }
 
 // ---------------------------------------------------------------------------------------

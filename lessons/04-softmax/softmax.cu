@@ -135,7 +135,7 @@ void softmax_row_ref(const Problem& p, i64 r, Get get, double* out) {
 klab::Reference reference_softmax(const Problem& p, const klab::Inputs& in) {
   const i64 rows = p.shape[0], cols = p.shape[1];
   const klab::HostTensor& x = in.tensors[0];
-  klab::Reference ref(1, std::vector<double>(static_cast<std::size_t>(rows * cols)));
+  klab::Reference ref = klab::single_output(std::vector<double>(static_cast<std::size_t>(rows * cols)));
   klab::parallel_for(rows, [&](i64 r0, i64 r1) {
     for (i64 r = r0; r < r1; ++r)
       softmax_row_ref(p, r, [&](i64 j) { return x.get(r * cols + j); }, ref[0].data() + r * cols);

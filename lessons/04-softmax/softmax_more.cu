@@ -61,7 +61,7 @@ void generate_normalize(const Problem& p, std::uint64_t seed, klab::Inputs& in) 
 klab::Reference reference_normalize(const Problem& p, const klab::Inputs& in) {
   const i64 rows = p.shape[0], cols = p.shape[1];
   const klab::HostTensor& x = in.tensors[0];
-  klab::Reference ref(1, std::vector<double>(static_cast<std::size_t>(rows * cols)));
+  klab::Reference ref = klab::single_output(std::vector<double>(static_cast<std::size_t>(rows * cols)));
   klab::parallel_for(rows, [&](i64 r0, i64 r1) {
     for (i64 r = r0; r < r1; ++r) {
       double s = 0;
@@ -147,7 +147,7 @@ void generate_bwd(const Problem& p, std::uint64_t seed, klab::Inputs& in) {
 klab::Reference reference_bwd(const Problem& p, const klab::Inputs& in) {
   const i64 rows = p.shape[0], cols = p.shape[1];
   const klab::HostTensor &y = in.tensors[0], &dy = in.tensors[1];
-  klab::Reference ref(1, std::vector<double>(static_cast<std::size_t>(rows * cols)));
+  klab::Reference ref = klab::single_output(std::vector<double>(static_cast<std::size_t>(rows * cols)));
   klab::parallel_for(rows, [&](i64 r0, i64 r1) {
     for (i64 r = r0; r < r1; ++r) {
       double s = 0;

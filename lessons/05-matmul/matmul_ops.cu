@@ -254,7 +254,7 @@ klab::Op make_matmul_op(bool batched) {
   op.reference = [](const Problem& p, const Inputs& in) {
     const matmul::Shape s = matmul::shape_of(p);
     const std::int64_t MN = static_cast<std::int64_t>(s.M) * s.N;
-    klab::Reference ref(1, std::vector<double>(static_cast<std::size_t>(s.batch * MN)));
+    klab::Reference ref = klab::single_output(std::vector<double>(static_cast<std::size_t>(s.batch * MN)));
     for (int b = 0; b < s.batch; ++b)
       reference_gemm(in.tensors[0], in.tensors[1], static_cast<std::int64_t>(b) * s.M * s.K,
                      static_cast<std::int64_t>(b) * s.K * s.N, s.M, s.N, s.K,
@@ -315,7 +315,7 @@ klab::Op make_gemv_op() {
   op.generate = generate_uniform;
   op.reference = [](const Problem& p, const Inputs& in) {
     const std::int64_t M = p.shape[0], K = p.shape[1];
-    klab::Reference ref(1, std::vector<double>(static_cast<std::size_t>(M)));
+    klab::Reference ref = klab::single_output(std::vector<double>(static_cast<std::size_t>(M)));
     std::vector<double> x(static_cast<std::size_t>(K));
     for (std::int64_t k = 0; k < K; ++k) x[k] = in.tensors[1].get(k);
     klab::parallel_for(M, [&](std::int64_t m0, std::int64_t m1) {

@@ -61,6 +61,14 @@ struct Inputs {
 };
 
 using Reference = std::vector<std::vector<double>>;  // one fp64 array per output
+// The reference of a one-output op, moved in. `return {std::move(y)}` copies y instead:
+// an initializer_list holds const elements. For a 2^31-element output that copy is 17 GB,
+// page-faulted in serially: half a minute of every check of such a shape.
+inline Reference single_output(std::vector<double>&& y) {
+  Reference r;
+  r.push_back(std::move(y));
+  return r;
+}
 
 // A reference at a sample of output elements: for problems whose full fp64 reference is
 // too costly on the CPU (a 8192^3 matmul is 5.5e11 multiply-adds).
