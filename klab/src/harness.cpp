@@ -1,5 +1,5 @@
 // The harness: verification and timing of every (op, impl, problem), by the rules of
-// design.md §3. Lessons never time or compare anything themselves.
+// docs/design.md (Harness rules). Lessons never time or compare anything themselves.
 #include "klab/harness.hpp"
 
 #include <cuda_runtime_api.h>

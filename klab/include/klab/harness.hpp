@@ -1,9 +1,9 @@
 // klab/harness.hpp — verify(op, impl, shape, seed) and bench(op, impl, shape).
 //
-// Verification (design.md §3): fresh seeded inputs for every check, several seeds per
-// shape plus one random run seed that is printed; outputs poisoned before each launch;
-// fp64 CPU reference; per-dtype tolerances with rel-L2 and max-abs reported; property
-// checks; unsupported shapes reported as such.
+// Verification (docs/design.md, Harness rules): fresh seeded inputs for every check,
+// several seeds per shape plus one random run seed that is printed; outputs poisoned
+// before each launch; fp64 CPU reference; per-dtype tolerances with rel-L2 and max-abs
+// reported; property checks; unsupported shapes reported as such.
 //
 // Timing: CUDA events on the launch stream, warm-up, L2 flushed (a read of 2x the L2, so
 // the L2 holds only clean lines of no interest; l2_flush.cu says why not a write) before
