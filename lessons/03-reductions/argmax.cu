@@ -24,6 +24,7 @@
 #include <string>
 #include <vector>
 
+#include "klab/device/warp.cuh"
 #include "klab/op.hpp"
 #include "klab/rng.hpp"
 #include "klab/triton.hpp"
@@ -56,10 +57,50 @@ klab::Reference argmax_ref(const Problem& p, const klab::Inputs& in) {
 }
 
 // ---------------------------------------------------------------------------------------
+// Op spec: shapes, validation, tolerances
+// ---------------------------------------------------------------------------------------
+
+klab::Op make_argmax_op() {
+  klab::Op op;
+  op.lesson = "03";
+  op.name = "argmax";
+  op.summary = "max(x) and the lowest index holding it (n = 0: NaN, -1)";
+  op.dims = {"n"};
+  op.dtypes = {DType::f32};
+  // (1 << 24) + 3 caps v2's grid at the resident blocks, so its four-loads-per-trip loop
+  // repeats (3-4 trips). 2^31 - 1 is the largest n the int32 index holds (8 GiB): loop
+  // counters pass 2^31 - 1 on their last step, so they must be 64-bit.
+  op.test_shapes = {{0}, {1}, {2}, {7}, {127}, {257}, {1023}, {4097}, {65537}, {1000003}, {(1 << 24) + 3},
+                    {(std::int64_t{1} << 31) - 1}};
+  op.no_huge_shape = "the index output is int32: n <= 2^31 - 1";
+  op.bench_shapes = {{1 << 24}, {1 << 28}};
+  op.baseline = "cub";
+  op.validate = [](const Problem& p) {
+    if (auto why = lesson03::validate_1d(p); !why.empty()) return why;
+    if (p.shape[0] > std::numeric_limits<int>::max()) return std::string("the index output is int32: n < 2^31");
+    return std::string();
+  };
+  op.inputs = [](const Problem& p) { return std::vector<TensorSpec>{{"x", p.dtype, p.shape}}; };
+  op.outputs = [](const Problem&) {
+    return std::vector<TensorSpec>{{"value", DType::f32, {1}}, {"index", DType::i32, {1}}};
+  };
+  // Integers in [-50, 50] stored as f32: plenty of ties for the lowest-index rule.
+  op.generate = [](const Problem&, std::uint64_t seed, klab::Inputs& in) {
+    klab::fill_int(in.tensors[0], klab::derive_seed(seed, 0), -50, 50);
+  };
+  op.reference = argmax_ref;
+  op.tolerance = [](const Problem&, int) { return klab::Tolerance{0, 0}; };  // exact: no arithmetic
+  // bytes (the default): x read once, the value and its index written (4n + 8).
+  op.bound = klab::Bound::memory_read;
+  return op;
+}
+
+// ---------------------------------------------------------------------------------------
 // Kernels
 // ---------------------------------------------------------------------------------------
 
 constexpr int kThreads = 256;
+static_assert(kThreads % 32 == 0 && kThreads <= 1024, "block_argmax: whole warps, at most 32 of them");
 
 // (av, ai) beats (bv, bi): larger value, or the same value at a lower index.
 __device__ __forceinline__ bool better(float av, int ai, float bv, int bi) {
@@ -69,8 +110,8 @@ __device__ __forceinline__ bool better(float av, int ai, float bv, int bi) {
 __device__ __forceinline__ void warp_argmax(float& v, int& i) {
 #pragma unroll
   for (int offset = 16; offset > 0; offset >>= 1) {
-    const float ov = __shfl_down_sync(0xffffffffu, v, offset);
-    const int oi = __shfl_down_sync(0xffffffffu, i, offset);
+    const float ov = __shfl_down_sync(klab::kFullMask, v, offset);
+    const int oi = __shfl_down_sync(klab::kFullMask, i, offset);
     if (better(ov, oi, v, i)) v = ov, i = oi;
   }
 }
@@ -90,9 +131,9 @@ __device__ __forceinline__ void block_argmax(float& v, int& i) {
   __syncthreads();
 }
 
-// v1, pass 1 (g_idx == nullptr: the index is the position) and pass 2 (over partials).
-__global__ void argmax_v1(const float* __restrict__ g_val, const int* __restrict__ g_idx, std::int64_t n,
-                          float* __restrict__ g_out_val, int* __restrict__ g_out_idx) {
+// v1_two_pass, pass 1 (g_idx == nullptr: the index is the position) and pass 2 (over partials).
+__global__ void argmax_v1_two_pass(const float* __restrict__ g_val, const int* __restrict__ g_idx, std::int64_t n,
+                                   float* __restrict__ g_out_val, int* __restrict__ g_out_idx) {
   float r_v = -INFINITY;
   int r_i = kNoIndex;
   const std::int64_t step = static_cast<std::int64_t>(gridDim.x) * blockDim.x;
@@ -111,9 +152,10 @@ __device__ __forceinline__ void take_if_greater(float v, std::int64_t k, float& 
   if (v > r_v) r_v = v, r_i = static_cast<int>(k);  // this thread's indices only grow: strict
 }
 
-__global__ void __launch_bounds__(kThreads) argmax_v2(const float* __restrict__ g_x, std::int64_t n, bool aligned,
-                                                       float* __restrict__ g_pv, int* __restrict__ g_pi,
-                                                       float* __restrict__ g_val, int* __restrict__ g_idx) {
+// v2_vec_last_block: sum's v4 pattern (16-byte loads, 4 in flight, last block reduces).
+__global__ void __launch_bounds__(kThreads)
+    argmax_v2_vec_last_block(const float* __restrict__ g_x, std::int64_t n, bool aligned, float* __restrict__ g_pv,
+                             int* __restrict__ g_pi, float* __restrict__ g_val, int* __restrict__ g_idx) {
   float r_v = -INFINITY;
   int r_i = kNoIndex;
   const std::int64_t step = static_cast<std::int64_t>(gridDim.x) * blockDim.x;
@@ -122,16 +164,16 @@ __global__ void __launch_bounds__(kThreads) argmax_v2(const float* __restrict__ 
   const float4* g_x4 = reinterpret_cast<const float4*>(g_x);
   std::int64_t v = tid;
   for (; v + 3 * step < nvec; v += 4 * step) {
-    float4 q[4];
+    float4 r_q[4];
 #pragma unroll
-    for (int u = 0; u < 4; ++u) q[u] = g_x4[v + u * step];  // 4 loads in flight first
+    for (int u = 0; u < 4; ++u) r_q[u] = g_x4[v + u * step];  // 4 loads in flight first
 #pragma unroll
     for (int u = 0; u < 4; ++u) {
       const std::int64_t k = 4 * (v + u * step);
-      take_if_greater(q[u].x, k, r_v, r_i);
-      take_if_greater(q[u].y, k + 1, r_v, r_i);
-      take_if_greater(q[u].z, k + 2, r_v, r_i);
-      take_if_greater(q[u].w, k + 3, r_v, r_i);
+      take_if_greater(r_q[u].x, k, r_v, r_i);
+      take_if_greater(r_q[u].y, k + 1, r_v, r_i);
+      take_if_greater(r_q[u].z, k + 2, r_v, r_i);
+      take_if_greater(r_q[u].w, k + 3, r_v, r_i);
     }
   }
   for (; v < nvec; v += step) {
@@ -177,42 +219,42 @@ void write_empty(const klab::Launch& l) {
 }
 
 constexpr int kMaxPartials = 1024;
-int v1_grid(std::int64_t n) { return l03::grid_for(n, kThreads * 8, kMaxPartials); }
+int v1_grid(std::int64_t n) { return lesson03::grid_for(n, kThreads * 8, kMaxPartials); }
 
 std::size_t partials_bytes(std::int64_t g) { return 2 * align16(static_cast<std::size_t>(g) * 4); }
 
-void run_argmax_v1(const klab::Launch& l) {
+void run_v1_two_pass(const klab::Launch& l) {
   const std::int64_t n = l.problem.shape[0];
   if (n == 0) return write_empty(l);
   const int g = v1_grid(n);
   float* val = l.out[0].as<float>();
   int* idx = l.out[1].as<int>();
   if (g == 1) {
-    argmax_v1<<<1, kThreads, 0, l.stream>>>(l.in[0].as<float>(), nullptr, n, val, idx);
+    argmax_v1_two_pass<<<1, kThreads, 0, l.stream>>>(l.in[0].as<float>(), nullptr, n, val, idx);
   } else {
     auto* pv = static_cast<float*>(l.workspace);
     auto* pi = reinterpret_cast<int*>(static_cast<char*>(l.workspace) + align16(g * 4));
-    argmax_v1<<<g, kThreads, 0, l.stream>>>(l.in[0].as<float>(), nullptr, n, pv, pi);
+    argmax_v1_two_pass<<<g, kThreads, 0, l.stream>>>(l.in[0].as<float>(), nullptr, n, pv, pi);
     KLAB_CHECK_LAUNCH();
-    argmax_v1<<<1, kThreads, 0, l.stream>>>(pv, pi, g, val, idx);
+    argmax_v1_two_pass<<<1, kThreads, 0, l.stream>>>(pv, pi, g, val, idx);
   }
   KLAB_CHECK_LAUNCH();
 }
 
 int v2_grid(std::int64_t n) {
-  static const int cap = l03::resident_blocks(argmax_v2, kThreads);
-  return l03::grid_for(n, kThreads * 16, cap);
+  static const int cap = lesson03::resident_blocks(argmax_v2_vec_last_block, kThreads);
+  return lesson03::grid_for(n, kThreads * 16, cap);
 }
 
-void run_argmax_v2(const klab::Launch& l) {
+void run_v2_vec_last_block(const klab::Launch& l) {
   const std::int64_t n = l.problem.shape[0];
   if (n == 0) return write_empty(l);
   const int g = v2_grid(n);
   auto* pv = static_cast<float*>(l.workspace);
   auto* pi = reinterpret_cast<int*>(static_cast<char*>(l.workspace) + align16(g * 4));
   const bool aligned = reinterpret_cast<std::uintptr_t>(l.in[0].data) % 16 == 0;
-  argmax_v2<<<g, kThreads, 0, l.stream>>>(l.in[0].as<float>(), n, aligned, pv, pi, l.out[0].as<float>(),
-                                          l.out[1].as<int>());
+  argmax_v2_vec_last_block<<<g, kThreads, 0, l.stream>>>(l.in[0].as<float>(), n, aligned, pv, pi,
+                                                         l.out[0].as<float>(), l.out[1].as<int>());
   KLAB_CHECK_LAUNCH();
 }
 
@@ -224,7 +266,7 @@ std::size_t cub_argmax_bytes(const Problem& p) {
   return bytes;
 }
 
-void run_argmax_cub(const klab::Launch& l) {
+void run_cub(const klab::Launch& l) {
   const std::int64_t n = l.problem.shape[0];
   if (n == 0) return write_empty(l);  // CUB's empty answer is (lowest float, 1): ours is (NaN, -1)
   std::size_t bytes = l.workspace_bytes;
@@ -238,7 +280,7 @@ std::size_t triton_argmax_workspace(const Problem& p) {
   return partials_bytes(klab::ceil_div<std::int64_t>(p.shape[0], kTritonChunk));
 }
 
-void run_argmax_triton(const klab::Launch& l) {
+void run_triton(const klab::Launch& l) {
 #if KLAB_HAVE_TRITON
   const std::int64_t n = l.problem.shape[0];
   if (n == 0) return write_empty(l);
@@ -256,64 +298,29 @@ void run_argmax_triton(const klab::Launch& l) {
 #endif
 }
 
+}  // namespace
+
 // ---------------------------------------------------------------------------------------
 // Registration
 // ---------------------------------------------------------------------------------------
-
-klab::Op make_argmax_op() {
-  klab::Op op;
-  op.lesson = "03";
-  op.name = "argmax";
-  op.summary = "max(x) and the lowest index holding it (n = 0: NaN, -1)";
-  op.dims = {"n"};
-  op.dtypes = {DType::f32};
-  // (1 << 24) + 3 caps v2's grid at the resident blocks, so its four-loads-per-trip loop
-  // repeats (3-4 trips). 2^31 - 1 is the largest n the int32 index holds (8 GiB): loop
-  // counters pass 2^31 - 1 on their last step, so they must be 64-bit.
-  op.test_shapes = {{0}, {1}, {2}, {7}, {127}, {257}, {1023}, {4097}, {65537}, {1000003}, {(1 << 24) + 3},
-                    {(std::int64_t{1} << 31) - 1}};
-  op.no_huge_shape = "the index output is int32: n <= 2^31 - 1";
-  op.bench_shapes = {{1 << 24}, {1 << 28}};
-  op.baseline = "cub";
-  op.validate = [](const Problem& p) {
-    if (auto why = l03::validate_1d(p); !why.empty()) return why;
-    if (p.shape[0] > std::numeric_limits<int>::max()) return std::string("the index output is int32: n < 2^31");
-    return std::string();
-  };
-  op.inputs = [](const Problem& p) { return std::vector<TensorSpec>{{"x", p.dtype, p.shape}}; };
-  op.outputs = [](const Problem&) {
-    return std::vector<TensorSpec>{{"value", DType::f32, {1}}, {"index", DType::i32, {1}}};
-  };
-  // Integers in [-50, 50] stored as f32: plenty of ties for the lowest-index rule.
-  op.generate = [](const Problem&, std::uint64_t seed, klab::Inputs& in) {
-    klab::fill_int(in.tensors[0], klab::derive_seed(seed, 0), -50, 50);
-  };
-  op.reference = argmax_ref;
-  op.tolerance = [](const Problem&, int) { return klab::Tolerance{0, 0}; };  // exact: no arithmetic
-  // bytes (the default): x read once, the value and its index written (4n + 8).
-  op.bound = klab::Bound::memory_read;
-  return op;
-}
-
-}  // namespace
 
 KLAB_REGISTER(klab::register_op(make_argmax_op()));
 KLAB_REGISTER(klab::register_impl({.op = "argmax", .name = "v1_two_pass",
                                    .summary = "grid-stride pairs, tie-aware warp shuffles, 2 launches",
                                    .kind = klab::ImplKind::cuda,
                                    .workspace = [](const Problem& p) { return partials_bytes(v1_grid(p.shape[0])); },
-                                   .run = run_argmax_v1}));
+                                   .run = run_v1_two_pass}));
 KLAB_REGISTER(klab::register_impl({.op = "argmax", .name = "v2_vec_last_block",
                                    .summary = "16-byte loads x4 in flight, last block reduces: 1 launch",
                                    .kind = klab::ImplKind::cuda,
                                    .workspace = [](const Problem& p) { return partials_bytes(v2_grid(p.shape[0])); },
-                                   .run = run_argmax_v2}));
+                                   .run = run_v2_vec_last_block}));
 KLAB_REGISTER(klab::register_impl({.op = "argmax", .name = "cub",
                                    .summary = "cub::DeviceReduce::ArgMax",
                                    .kind = klab::ImplKind::vendor, .workspace = cub_argmax_bytes,
-                                   .run = run_argmax_cub}));
+                                   .run = run_cub}));
 KLAB_REGISTER(klab::register_impl({.op = "argmax", .name = "triton",
                                    .summary = "Triton: chunk partials, then one program (reduce_triton.py)",
                                    .kind = klab::ImplKind::triton,
                                    .supports = [](const Problem&) { return klab::triton_supported(); },
-                                   .workspace = triton_argmax_workspace, .run = run_argmax_triton}));
+                                   .workspace = triton_argmax_workspace, .run = run_triton}));

@@ -78,6 +78,35 @@ klab::Reference histogram_ref(const Problem& p, const klab::Inputs& in) {
 }
 
 // ---------------------------------------------------------------------------------------
+// Op spec: shapes, validation, tolerances
+// ---------------------------------------------------------------------------------------
+
+klab::Op make_histogram_op() {
+  klab::Op op;
+  op.lesson = "03";
+  op.name = "histogram";
+  op.summary = "256-bin histogram of u8/i32 (int32 counts, exact; out-of-range i32 values dropped)";
+  op.dims = {"n"};
+  op.dtypes = {DType::u8, DType::i32};
+  op.variants = {"uniform", "skewed"};
+  // 15 and 17 sit around v3's 16 u8 per load. From 1000003 on v1's grid (one element per
+  // thread) is capped at the resident blocks and its grid-stride loop repeats; v2 and v3 give
+  // each thread 16 and 64 elements, so theirs repeat on every shape past a block's worth.
+  op.test_shapes = {{0}, {1}, {7}, {15}, {17}, {127}, {1023}, {4097}, {65537}, {1000003}, {(1 << 24) + 3},
+                    {(std::int64_t{1} << 31) + 17}};  // past 2^31: 2 GiB of u8, 8 GiB of i32
+  op.bench_shapes = {{1 << 24}, {1 << 28}};
+  op.baseline = "cub";
+  op.bound = klab::Bound::memory_read;   // bytes (the default): x read once, 256 counts written
+  op.validate = lesson03::validate_1d;
+  op.inputs = [](const Problem& p) { return std::vector<TensorSpec>{{"x", p.dtype, p.shape}}; };
+  op.outputs = [](const Problem&) { return std::vector<TensorSpec>{{"bins", DType::i32, {kBins}}}; };
+  op.generate = generate_histogram;
+  op.reference = histogram_ref;
+  op.tolerance = [](const Problem&, int) { return klab::Tolerance{0, 0}; };
+  return op;
+}
+
+// ---------------------------------------------------------------------------------------
 // Kernels (S = std::uint8_t or int: the sample type)
 // ---------------------------------------------------------------------------------------
 
@@ -87,10 +116,10 @@ __device__ __forceinline__ bool in_range(S v) {
   else return static_cast<unsigned>(v) < static_cast<unsigned>(kBins);  // negatives wrap to huge
 }
 
-// v1: every element is an atomic on one of 256 global counters. They are serialized per
-// address in L2; with skewed data most of them hit the same address.
+// v1_global_atomics: every element is an atomic on one of 256 global counters. They are
+// serialized per address in L2; with skewed data most of them hit the same address.
 template <class S>
-__global__ void histogram_v1(const S* __restrict__ g_x, int* __restrict__ g_bins, std::int64_t n) {
+__global__ void histogram_v1_global_atomics(const S* __restrict__ g_x, int* __restrict__ g_bins, std::int64_t n) {
   const std::int64_t step = static_cast<std::int64_t>(gridDim.x) * blockDim.x;
   for (std::int64_t i = static_cast<std::int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < n; i += step) {
     const S v = g_x[i];
@@ -98,10 +127,10 @@ __global__ void histogram_v1(const S* __restrict__ g_x, int* __restrict__ g_bins
   }
 }
 
-// v2: the same atomics, on shared memory (a few cycles instead of an L2 round trip), and
-// only 256 global atomics per block at the end.
+// v2_smem_private: the same atomics, on shared memory (a few cycles instead of an L2 round
+// trip), and only 256 global atomics per block at the end.
 template <class S>
-__global__ void histogram_v2(const S* __restrict__ g_x, int* __restrict__ g_bins, std::int64_t n) {
+__global__ void histogram_v2_smem_private(const S* __restrict__ g_x, int* __restrict__ g_bins, std::int64_t n) {
   __shared__ int s_bins[kBins];
   for (int b = threadIdx.x; b < kBins; b += blockDim.x) s_bins[b] = 0;
   __syncthreads();
@@ -116,12 +145,15 @@ __global__ void histogram_v2(const S* __restrict__ g_x, int* __restrict__ g_bins
 }
 
 constexpr int kV3Threads = 512, kV3Warps = kV3Threads / 32;
+static_assert(kV3Threads % 32 == 0 && kV3Threads <= 1024, "v3: one histogram per whole warp");
+static_assert(kV3Warps * kBins * sizeof(int) <= 48 * 1024, "v3: the warps' histograms fit in static shared memory");
 
-// v3: 16 warp-private histograms (16 KB of shared memory). A bin's counter is shared by
-// the 32 lanes of one warp instead of the 512 threads of the block.
+// v3_warp_private_vec: 16 warp-private histograms (16 KB of shared memory). A bin's counter
+// is shared by the 32 lanes of one warp instead of the 512 threads of the block.
 template <class S>
-__global__ void __launch_bounds__(kV3Threads) histogram_v3(const S* __restrict__ g_x, int* __restrict__ g_bins,
-                                                            std::int64_t n, bool aligned) {
+__global__ void __launch_bounds__(kV3Threads)
+    histogram_v3_warp_private_vec(const S* __restrict__ g_x, int* __restrict__ g_bins, std::int64_t n, bool aligned) {
+  static_assert(16 % sizeof(S) == 0, "whole samples per 16-byte load");
   constexpr int V = 16 / sizeof(S);  // samples per 16-byte load
   __shared__ int s_bins[kV3Warps][kBins];  // (warps, 256)
   for (int k = threadIdx.x; k < kV3Warps * kBins; k += kV3Threads) (&s_bins[0][0])[k] = 0;
@@ -134,11 +166,11 @@ __global__ void __launch_bounds__(kV3Threads) histogram_v3(const S* __restrict__
     union {
       uint4 u;
       S s[V];
-    } q;
-    q.u = reinterpret_cast<const uint4*>(g_x)[v];
+    } r_q;
+    r_q.u = reinterpret_cast<const uint4*>(g_x)[v];
 #pragma unroll
     for (int k = 0; k < V; ++k)
-      if (in_range(q.s[k])) atomicAdd(&s_mine[q.s[k]], 1);
+      if (in_range(r_q.s[k])) atomicAdd(&s_mine[r_q.s[k]], 1);
   }
   for (std::int64_t i = nvec * V + tid; i < n; i += step) {  // the n % V tail
     const S s = g_x[i];
@@ -163,25 +195,45 @@ void dispatch_sample(DType t, F&& f) {
   else f.template operator()<int>();
 }
 
-template <int Version>
-void run_histogram(const klab::Launch& l) {
+// The atomics add onto zeros: every launcher zeroes the bins first.
+void zero_bins(const klab::Launch& l) {
+  KLAB_CHECK_CUDA(cudaMemsetAsync(l.out[0].data, 0, kBins * sizeof(int), l.stream));
+}
+
+void run_v1_global_atomics(const klab::Launch& l) {
   const std::int64_t n = l.problem.shape[0];
-  int* bins = l.out[0].as<int>();
-  KLAB_CHECK_CUDA(cudaMemsetAsync(bins, 0, kBins * sizeof(int), l.stream));  // atomics add onto zeros
+  zero_bins(l);
   if (n == 0) return;
   dispatch_sample(l.problem.dtype, [&]<class S>() {
+    static const int cap = lesson03::resident_blocks(histogram_v1_global_atomics<S>, 256);
+    histogram_v1_global_atomics<S><<<lesson03::grid_for(n, 256, cap), 256, 0, l.stream>>>(
+        l.in[0].as<S>(), l.out[0].as<int>(), n);
+    KLAB_CHECK_LAUNCH();
+  });
+}
+
+void run_v2_smem_private(const klab::Launch& l) {
+  const std::int64_t n = l.problem.shape[0];
+  zero_bins(l);
+  if (n == 0) return;
+  dispatch_sample(l.problem.dtype, [&]<class S>() {
+    static const int cap = lesson03::resident_blocks(histogram_v2_smem_private<S>, 256);
+    histogram_v2_smem_private<S><<<lesson03::grid_for(n, 256 * 16, cap), 256, 0, l.stream>>>(
+        l.in[0].as<S>(), l.out[0].as<int>(), n);
+    KLAB_CHECK_LAUNCH();
+  });
+}
+
+void run_v3_warp_private_vec(const klab::Launch& l) {
+  const std::int64_t n = l.problem.shape[0];
+  zero_bins(l);
+  if (n == 0) return;
+  dispatch_sample(l.problem.dtype, [&]<class S>() {
+    static const int cap = lesson03::resident_blocks(histogram_v3_warp_private_vec<S>, kV3Threads);
     const S* x = l.in[0].as<S>();
-    if constexpr (Version == 1) {
-      static const int cap = l03::resident_blocks(histogram_v1<S>, 256);
-      histogram_v1<S><<<l03::grid_for(n, 256, cap), 256, 0, l.stream>>>(x, bins, n);
-    } else if constexpr (Version == 2) {
-      static const int cap = l03::resident_blocks(histogram_v2<S>, 256);
-      histogram_v2<S><<<l03::grid_for(n, 256 * 16, cap), 256, 0, l.stream>>>(x, bins, n);
-    } else {
-      static const int cap = l03::resident_blocks(histogram_v3<S>, kV3Threads);
-      const bool aligned = reinterpret_cast<std::uintptr_t>(x) % 16 == 0;
-      histogram_v3<S><<<l03::grid_for(n, kV3Threads * 64, cap), kV3Threads, 0, l.stream>>>(x, bins, n, aligned);
-    }
+    const bool aligned = reinterpret_cast<std::uintptr_t>(x) % 16 == 0;
+    histogram_v3_warp_private_vec<S><<<lesson03::grid_for(n, kV3Threads * 64, cap), kV3Threads, 0, l.stream>>>(
+        x, l.out[0].as<int>(), n, aligned);
     KLAB_CHECK_LAUNCH();
   });
 }
@@ -197,7 +249,7 @@ std::size_t cub_histogram_bytes(const Problem& p) {
   return bytes;
 }
 
-void run_histogram_cub(const klab::Launch& l) {
+void run_cub(const klab::Launch& l) {
   const std::int64_t n = l.problem.shape[0];
   if (n == 0) {  // nothing to count: write the zeros ourselves rather than rely on CUB's n = 0 path
     KLAB_CHECK_CUDA(cudaMemsetAsync(l.out[0].data, 0, kBins * sizeof(int), l.stream));
@@ -210,48 +262,23 @@ void run_histogram_cub(const klab::Launch& l) {
   });
 }
 
+}  // namespace
+
 // ---------------------------------------------------------------------------------------
 // Registration
 // ---------------------------------------------------------------------------------------
 
-klab::Op make_histogram_op() {
-  klab::Op op;
-  op.lesson = "03";
-  op.name = "histogram";
-  op.summary = "256-bin histogram of u8/i32 (int32 counts, exact; out-of-range i32 values dropped)";
-  op.dims = {"n"};
-  op.dtypes = {DType::u8, DType::i32};
-  op.variants = {"uniform", "skewed"};
-  // 15 and 17 sit around v3's 16 u8 per load. From 1000003 on v1's grid (one element per
-  // thread) is capped at the resident blocks and its grid-stride loop repeats; v2 and v3 give
-  // each thread 16 and 64 elements, so theirs repeat on every shape past a block's worth.
-  op.test_shapes = {{0}, {1}, {7}, {15}, {17}, {127}, {1023}, {4097}, {65537}, {1000003}, {(1 << 24) + 3},
-                    {(std::int64_t{1} << 31) + 17}};  // past 2^31: 2 GiB of u8, 8 GiB of i32
-  op.bench_shapes = {{1 << 24}, {1 << 28}};
-  op.baseline = "cub";
-  op.bound = klab::Bound::memory_read;   // bytes (the default): x read once, 256 counts written
-  op.validate = l03::validate_1d;
-  op.inputs = [](const Problem& p) { return std::vector<TensorSpec>{{"x", p.dtype, p.shape}}; };
-  op.outputs = [](const Problem&) { return std::vector<TensorSpec>{{"bins", DType::i32, {kBins}}}; };
-  op.generate = generate_histogram;
-  op.reference = histogram_ref;
-  op.tolerance = [](const Problem&, int) { return klab::Tolerance{0, 0}; };
-  return op;
-}
-
-}  // namespace
-
 KLAB_REGISTER(klab::register_op(make_histogram_op()));
 KLAB_REGISTER(klab::register_impl({.op = "histogram", .name = "v1_global_atomics",
                                    .summary = "one global atomicAdd per element",
-                                   .kind = klab::ImplKind::cuda, .run = run_histogram<1>}));
+                                   .kind = klab::ImplKind::cuda, .run = run_v1_global_atomics}));
 KLAB_REGISTER(klab::register_impl({.op = "histogram", .name = "v2_smem_private",
                                    .summary = "per-block shared-memory bins, merged with 256 atomics",
-                                   .kind = klab::ImplKind::cuda, .run = run_histogram<2>}));
+                                   .kind = klab::ImplKind::cuda, .run = run_v2_smem_private}));
 KLAB_REGISTER(klab::register_impl({.op = "histogram", .name = "v3_warp_private_vec",
                                    .summary = "per-warp shared-memory bins, 16-byte loads",
-                                   .kind = klab::ImplKind::cuda, .run = run_histogram<3>}));
+                                   .kind = klab::ImplKind::cuda, .run = run_v3_warp_private_vec}));
 KLAB_REGISTER(klab::register_impl({.op = "histogram", .name = "cub",
                                    .summary = "cub::DeviceHistogram::HistogramEven (257 levels)",
                                    .kind = klab::ImplKind::vendor, .workspace = cub_histogram_bytes,
-                                   .run = run_histogram_cub}));
+                                   .run = run_cub}));

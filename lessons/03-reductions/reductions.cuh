@@ -1,5 +1,7 @@
-// Lesson 03 — pieces the reduction kernels share: accumulator types, warp and block
-// sums, grid sizing, the length-dependent tolerance of a float sum, the shape check.
+// Lesson 03 — pieces the reduction kernels share: accumulator types, the 16-byte vector of
+// an accumulator, grid sizing, the length-dependent tolerance of a float sum, the shape check.
+// The warp and block sums this lesson teaches are the framework's, included where used:
+// klab::warp_sum (klab/device/warp.cuh) and klab::block_sum (klab/device/block.cuh).
 #pragma once
 
 #include <cuda_runtime.h>
@@ -15,7 +17,7 @@
 #include "klab/kernels.cuh"
 #include "klab/op.hpp"
 
-namespace l03 {
+namespace lesson03 {
 
 // The type a sum accumulates in. int32 sums accumulate in uint32: unsigned overflow is
 // defined (mod 2^32) and gives the same bits as a wrapping int32 add, and because
@@ -26,28 +28,12 @@ template <> struct Acc<float> { using type = float; };
 template <> struct Acc<int> { using type = unsigned int; };
 template <class T> using acc_t = typename Acc<T>::type;
 
-template <class A>
-__device__ __forceinline__ A warp_sum(A v) {
-#pragma unroll
-  for (int offset = 16; offset > 0; offset >>= 1) v += __shfl_down_sync(0xffffffffu, v, offset);
-  return v;  // lane 0 holds the warp's sum
-}
-
-// Sum over the block (blockDim.x a multiple of 32, at most 1024); the result is valid in
-// thread 0. The order of additions is fixed by the thread layout: deterministic.
-template <class A>
-__device__ __forceinline__ A block_sum(A v) {
-  __shared__ A s_warp[32];
-  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
-  v = warp_sum(v);
-  if (lane == 0) s_warp[warp] = v;
-  __syncthreads();
-  const int warps = blockDim.x >> 5;
-  v = (threadIdx.x < warps) ? s_warp[threadIdx.x] : A(0);
-  if (warp == 0) v = warp_sum(v);
-  __syncthreads();  // s_warp may be reused by a later call
-  return v;
-}
+// The 16-byte vector of an accumulator type (int32 data is read as uint32): the built-in
+// float4 / uint4, so that __ldg / __ldcs and a reinterpreting load see one 16-byte access.
+template <class A> struct Vec4;
+template <> struct Vec4<float> { using type = float4; };
+template <> struct Vec4<unsigned int> { using type = uint4; };
+template <class A> using vec4_t = typename Vec4<A>::type;
 
 // Blocks that fit on the GPU at once for this kernel and block size: the grid of a
 // grid-stride kernel that fills every SM exactly.
@@ -104,4 +90,4 @@ inline std::string validate_1d(const klab::Problem& p) {
   return "";
 }
 
-}  // namespace l03
+}  // namespace lesson03

@@ -31,6 +31,7 @@
 #include <type_traits>
 #include <vector>
 
+#include "klab/device/warp.cuh"
 #include "klab/op.hpp"
 #include "klab/rng.hpp"
 #include "reductions.cuh"
@@ -40,6 +41,7 @@ namespace {
 using klab::DType;
 using klab::Problem;
 using klab::TensorSpec;
+using lesson03::vec4_t;
 
 // ---------------------------------------------------------------------------------------
 // CPU reference
@@ -64,6 +66,37 @@ klab::Reference scan_ref(const Problem& p, const klab::Inputs& in) {
 }
 
 // ---------------------------------------------------------------------------------------
+// Op spec: shapes, validation, tolerances
+// ---------------------------------------------------------------------------------------
+
+klab::Op make_scan_op() {
+  klab::Op op;
+  op.lesson = "03";
+  op.name = "scan";
+  op.summary = "inclusive prefix sum (f32 with a tolerance per prefix length, i32 exact mod 2^32)";
+  op.dims = {"n"};
+  op.dtypes = {DType::f32, DType::i32};
+  // Around the tile sizes (1024 for v1, 4096 for v2, 8192 for v3): one short of, exactly,
+  // one past. 1048577 makes v1 recurse twice (1025, then 2 block totals). Past 2^31
+  // elements (8 GiB per dtype): tile bases and flat indices must be 64-bit (v2 runs over
+  // 2^19 tiles, v1 recurses three times).
+  op.test_shapes = {{0},    {1},    {2},    {7},     {127},   {1023},  {1024},    {1025},
+                    {4095}, {4096}, {4097}, {8191},  {8193},  {65537}, {1048577}, {1000003},
+                    {(1 << 24) + 3}, {(std::int64_t{1} << 31) + 17}};
+  op.bench_shapes = {{1 << 24}, {1 << 28}};
+  op.baseline = "cub";
+  op.validate = lesson03::validate_1d;
+  op.inputs = [](const Problem& p) { return std::vector<TensorSpec>{{"x", p.dtype, p.shape}}; };
+  op.outputs = [](const Problem& p) { return std::vector<TensorSpec>{{"y", p.dtype, p.shape}}; };
+  op.reference = scan_ref;
+  op.tolerance = [](const Problem& p, int) {
+    return p.dtype == DType::i32 ? klab::Tolerance{0, 0} : lesson03::float_scan_tolerance(p.shape[0]);
+  };
+  op.flops = [](const Problem& p) { return static_cast<double>(p.shape[0]); };
+  return op;
+}
+
+// ---------------------------------------------------------------------------------------
 // Kernels (In = float or int; A = float or unsigned int, see reductions.cuh)
 // ---------------------------------------------------------------------------------------
 
@@ -72,20 +105,23 @@ __device__ __forceinline__ A warp_inclusive_scan(A v) {
   const int lane = threadIdx.x & 31;
 #pragma unroll
   for (int o = 1; o < 32; o <<= 1) {
-    const A t = __shfl_up_sync(0xffffffffu, v, o);
+    const A t = __shfl_up_sync(klab::kFullMask, v, o);
     if (lane >= o) v += t;
   }
   return v;
 }
 
+constexpr int kThreads = 256;
+static_assert(kThreads == 256, "block_exclusive_scan scans 8 warp totals in warp 0");
+
 // Exclusive scan over the block of one value per thread; also returns the block total.
-// blockDim.x == 256 (8 warps).
+// blockDim.x == kThreads == 256 (8 warps).
 template <class A>
 __device__ __forceinline__ A block_exclusive_scan(A v, A& total) {
   __shared__ A s_warp[8];
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
   const A incl = warp_inclusive_scan(v);
-  A excl = __shfl_up_sync(0xffffffffu, incl, 1);  // exclusive without a subtraction (exact for fp32)
+  A excl = __shfl_up_sync(klab::kFullMask, incl, 1);  // exclusive without a subtraction (exact for fp32)
   if (lane == 0) excl = 0;
   if (lane == 31) s_warp[warp] = incl;
   __syncthreads();
@@ -101,33 +137,32 @@ __device__ __forceinline__ A block_exclusive_scan(A v, A& total) {
   return excl + before;
 }
 
-constexpr int kThreads = 256;
-
-// v1: a block scans 1024 elements, 4 consecutive ones per thread.
+// v1_scan_then_propagate: a block scans 1024 elements, 4 consecutive ones per thread.
 constexpr int kV1Items = 4, kV1Tile = kThreads * kV1Items;
+static_assert(kV1Items >= 1 && kV1Items <= 16, "v1: a thread's items are held in registers");
 
 template <class In, class A>
-__global__ void scan_v1_block(const In* __restrict__ g_in, A* __restrict__ g_out, A* __restrict__ g_sums,
-                              std::int64_t n) {
+__global__ void scan_v1_scan_then_propagate_block(const In* __restrict__ g_in, A* __restrict__ g_out,
+                                                  A* __restrict__ g_sums, std::int64_t n) {
   const std::int64_t first = static_cast<std::int64_t>(blockIdx.x) * kV1Tile + threadIdx.x * kV1Items;
-  A r[kV1Items];
+  A r_incl[kV1Items];
   A run = 0;
 #pragma unroll
   for (int k = 0; k < kV1Items; ++k) {
     run += (first + k < n) ? static_cast<A>(g_in[first + k]) : A(0);
-    r[k] = run;  // inclusive within the thread
+    r_incl[k] = run;  // inclusive within the thread
   }
   A total;
   const A offset = block_exclusive_scan(run, total);
 #pragma unroll
   for (int k = 0; k < kV1Items; ++k)
-    if (first + k < n) g_out[first + k] = r[k] + offset;
+    if (first + k < n) g_out[first + k] = r_incl[k] + offset;
   if (g_sums != nullptr && threadIdx.x == 0) g_sums[blockIdx.x] = total;
 }
 
 // v1, third kernel: block b >= 1 of the output adds the inclusive prefix of blocks 0..b-1.
 template <class A>
-__global__ void scan_v1_add(A* __restrict__ g_out, const A* __restrict__ g_sums, std::int64_t n) {
+__global__ void scan_v1_scan_then_propagate_add(A* __restrict__ g_out, const A* __restrict__ g_sums, std::int64_t n) {
   const std::int64_t b = static_cast<std::int64_t>(blockIdx.x) + 1;  // block 0 needs nothing
   const A add = g_sums[b - 1];
   const std::int64_t first = b * kV1Tile;
@@ -135,8 +170,10 @@ __global__ void scan_v1_add(A* __restrict__ g_out, const A* __restrict__ g_sums,
     if (first + k < n) g_out[first + k] += add;
 }
 
-// v2: decoupled look-back, tiles of 4096 elements (256 threads x 16).
+// v2_decoupled_lookback: tiles of 4096 elements (256 threads x 16).
 constexpr int kItems = 16, kTile = kThreads * kItems;
+static_assert(kItems >= 1 && kItems <= 16, "v2: a thread's items are held in registers");
+static_assert(kTile % (4 * kThreads) == 0 && kTile % 32 == 0, "v2: whole 16-byte loads per thread, whole pad words");
 constexpr unsigned long long kFlagAggregate = 1ull << 32, kFlagInclusive = 2ull << 32;
 
 // The tile in shared memory gets one padding word per 32, so that both access patterns
@@ -157,10 +194,10 @@ __device__ __forceinline__ A value_of(unsigned long long w) {
 }
 
 template <class In, class A>
-__global__ void __launch_bounds__(kThreads) scan_v2(const In* __restrict__ g_in, A* __restrict__ g_out,
-                                                     std::int64_t n, unsigned long long* g_status,
-                                                     unsigned int* g_ticket, bool aligned) {
-  using V = std::conditional_t<std::is_same_v<A, float>, float4, uint4>;
+__global__ void __launch_bounds__(kThreads)
+    scan_v2_decoupled_lookback(const In* __restrict__ g_in, A* __restrict__ g_out, std::int64_t n,
+                               unsigned long long* g_status, unsigned int* g_ticket, bool aligned) {
+  using V = vec4_t<A>;
   __shared__ A s_tile[kTile + kTile / 32];
   __shared__ unsigned int s_id;
   __shared__ A s_prefix;
@@ -189,10 +226,10 @@ __global__ void __launch_bounds__(kThreads) scan_v2(const In* __restrict__ g_in,
   __syncthreads();
 
   // 2. Blocked: thread t owns elements 16t .. 16t + 15; scan them serially in registers.
-  A r[kItems];
+  A r_incl[kItems];
   A run = 0;
 #pragma unroll
-  for (int k = 0; k < kItems; ++k) r[k] = (run += s_tile[padded(tid * kItems + k)]);
+  for (int k = 0; k < kItems; ++k) r_incl[k] = (run += s_tile[padded(tid * kItems + k)]);
 
   // 3. Scan the 256 thread totals across the block.
   A tile_total;
@@ -217,15 +254,12 @@ __global__ void __launch_bounds__(kThreads) scan_v2(const In* __restrict__ g_in,
           if (j >= 0)
             w = cuda::atomic_ref<unsigned long long, cuda::thread_scope_device>(g_status[j])
                     .load(cuda::memory_order_relaxed);
-        } while (__any_sync(0xffffffffu, (w >> 32) == 0));  // until all 32 have published something
-        const unsigned incl = __ballot_sync(0xffffffffu, (w >> 32) == 2);
+        } while (__any_sync(klab::kFullMask, (w >> 32) == 0));  // until all 32 have published something
+        const unsigned incl = __ballot_sync(klab::kFullMask, (w >> 32) == 2);
         const int stop = incl ? __ffs(incl) - 1 : 31;  // nearest tile with a full prefix
         // Lanes 0..stop: aggregates of the tiles in between, then that tile's inclusive
         // prefix. Lanes past `stop` (including any j < 0) add nothing.
-        A v = lane <= stop ? value_of<A>(w) : A(0);
-#pragma unroll
-        for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
-        prefix += v;
+        prefix += klab::warp_sum(lane <= stop ? value_of<A>(w) : A(0));
         if (incl) break;
         top -= 32;
       }
@@ -240,7 +274,7 @@ __global__ void __launch_bounds__(kThreads) scan_v2(const In* __restrict__ g_in,
   // 5. Results back to shared memory (blocked), then out striped (coalesced).
   const A offset = s_prefix + thread_offset;
 #pragma unroll
-  for (int k = 0; k < kItems; ++k) s_tile[padded(tid * kItems + k)] = r[k] + offset;
+  for (int k = 0; k < kItems; ++k) s_tile[padded(tid * kItems + k)] = r_incl[k] + offset;
   __syncthreads();
   if (valid == kTile && aligned) {
 #pragma unroll
@@ -270,13 +304,9 @@ __global__ void __launch_bounds__(kThreads) scan_v2(const In* __restrict__ g_in,
 //    window that is not ready (CUB's "delay constructor" does the same). Spinning warps
 //    otherwise hammer the few L2 lines that hold the status words of the tiles in flight.
 // Tried and dropped (same harness, README): persistent blocks that take the next tile's
-// ticket and issue its loads before this tile's look-back (0.34x of CUB: a tile reserved
-// early publishes its aggregate late, and every successor waits on it); a look-back window
-// of 128 or 256 tiles per poll (slower than 32: more polling traffic, never needed).
-// The 16-byte vector of the accumulator type (int32 data is read as uint32).
-template <class A> struct Vec4;
-template <> struct Vec4<float> { using type = float4; };
-template <> struct Vec4<unsigned int> { using type = uint4; };
+// ticket and issue its loads before this tile's look-back (far slower than CUB: a tile
+// reserved early publishes its aggregate late, and every successor waits on it); a look-back
+// window of 128 or 256 tiles per poll (slower than 32: more polling traffic, never needed).
 
 // Status words: one relaxed 64-bit access sees flag and value together (never torn).
 __device__ __forceinline__ unsigned long long load_status(const unsigned long long* p) {
@@ -301,51 +331,49 @@ __device__ A lookback(const unsigned long long* g_status, std::int64_t tile) {
     while (true) {
       w = j >= 0 ? load_status(g_status + j) : kFlagInclusive;  // before tile 0: "inclusive 0"
       const unsigned flag = static_cast<unsigned>(w >> 32);
-      incl = __ballot_sync(0xffffffffu, flag == 2);
-      const unsigned unpublished = __ballot_sync(0xffffffffu, flag == 0);
+      incl = __ballot_sync(klab::kFullMask, flag == 2);
+      const unsigned unpublished = __ballot_sync(klab::kFullMask, flag == 0);
       const unsigned in_front = incl ? (incl & (0u - incl)) - 1 : 0xffffffffu;  // lanes before the nearest inclusive
       if ((unpublished & in_front) == 0) break;
       if constexpr (SleepNs > 0) __nanosleep(SleepNs);
     }
     const int stop = incl ? __ffs(incl) - 1 : 31;
-    A v = lane <= stop ? value_of<A>(w) : A(0);
-#pragma unroll
-    for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
-    prefix += v;
+    prefix += klab::warp_sum(lane <= stop ? value_of<A>(w) : A(0));
     if (incl) return prefix;
   }
 }
 
 template <int V> struct V3Tile { static constexpr int kElems = kThreads * 4 * V, kWarpElems = 128 * V; };
 
-// Loads tile t into r (zeros past n); full tiles with aligned pointers use 16-byte loads.
+// Loads tile t into r_tile (zeros past n); full tiles with aligned pointers use 16-byte loads.
 template <class In, class A, int V>
-__device__ __forceinline__ void v3_load(typename Vec4<A>::type (&r)[V], const In* __restrict__ g_in,
-                                        std::int64_t t, std::int64_t n, bool aligned) {
-  using Vt = typename Vec4<A>::type;
+__device__ __forceinline__ void v3_load(vec4_t<A> (&r_tile)[V], const In* __restrict__ g_in, std::int64_t t,
+                                        std::int64_t n, bool aligned) {
+  using Vt = vec4_t<A>;
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
   const std::int64_t wbase = t * V3Tile<V>::kElems + warp * V3Tile<V>::kWarpElems;  // this warp's first element
   if (aligned && (t + 1) * V3Tile<V>::kElems <= n) {
     const Vt* g_v = reinterpret_cast<const Vt*>(g_in + wbase);
 #pragma unroll
-    for (int k = 0; k < V; ++k) r[k] = __ldcs(g_v + k * 32 + lane);  // read once: evict-first
+    for (int k = 0; k < V; ++k) r_tile[k] = __ldcs(g_v + k * 32 + lane);  // read once: evict-first
   } else {
 #pragma unroll
     for (int k = 0; k < V; ++k) {
       const std::int64_t i = wbase + (k * 32 + lane) * 4;
-      A e[4];
+      A r_e[4];
 #pragma unroll
-      for (int c = 0; c < 4; ++c) e[c] = i + c < n ? static_cast<A>(g_in[i + c]) : A(0);  // identity past the end
-      r[k].x = e[0], r[k].y = e[1], r[k].z = e[2], r[k].w = e[3];
+      for (int c = 0; c < 4; ++c) r_e[c] = i + c < n ? static_cast<A>(g_in[i + c]) : A(0);  // identity past the end
+      r_tile[k].x = r_e[0], r_tile[k].y = r_e[1], r_tile[k].z = r_e[2], r_tile[k].w = r_e[3];
     }
   }
 }
 
 template <class In, class A, int V, int SleepNs, int FirstSleepNs>
-__global__ void __launch_bounds__(kThreads) scan_v3(const In* __restrict__ g_in, A* __restrict__ g_out,
-                                                     std::int64_t n, unsigned long long* g_status,
-                                                     unsigned int* g_ticket, bool aligned) {
-  using Vt = typename Vec4<A>::type;
+__global__ void __launch_bounds__(kThreads)
+    scan_v3_reg_tiles_backoff(const In* __restrict__ g_in, A* __restrict__ g_out, std::int64_t n,
+                              unsigned long long* g_status, unsigned int* g_ticket, bool aligned) {
+  static_assert(V >= 1 && V <= 8, "v3: V float4s per thread live in registers (64 a thread at V = 8)");
+  using Vt = vec4_t<A>;
   constexpr int kWarps = kThreads / 32;
   __shared__ A s_warp[kWarps];  // each warp's total, for the tile's block-level scan
   __shared__ unsigned int s_id;
@@ -355,21 +383,21 @@ __global__ void __launch_bounds__(kThreads) scan_v3(const In* __restrict__ g_in,
   if (tid == 0) s_id = atomicAdd(g_ticket, 1u);  // tile ids in the order blocks start (as v2)
   __syncthreads();
   const std::int64_t t = s_id;
-  Vt cur[V];                                     // (V float4) per thread
-  v3_load<In, A, V>(cur, g_in, t, n, aligned);
+  Vt r_cur[V];                                   // (V float4) per thread
+  v3_load<In, A, V>(r_cur, g_in, t, n, aligned);
 
   // 1. Scan the warp's 128 V elements in registers: inside each float4, across the lanes
   //    (shuffles), and a carry from float4 k to k + 1.
   A carry = 0;
 #pragma unroll
   for (int k = 0; k < V; ++k) {
-    cur[k].y += cur[k].x, cur[k].z += cur[k].y, cur[k].w += cur[k].z;  // inclusive inside the float4
-    const A incl = warp_inclusive_scan(cur[k].w);
-    A excl = __shfl_up_sync(0xffffffffu, incl, 1);  // exclusive without a subtraction (exact for fp32)
+    r_cur[k].y += r_cur[k].x, r_cur[k].z += r_cur[k].y, r_cur[k].w += r_cur[k].z;  // inclusive inside the float4
+    const A incl = warp_inclusive_scan(r_cur[k].w);
+    A excl = __shfl_up_sync(klab::kFullMask, incl, 1);  // exclusive without a subtraction (exact for fp32)
     if (lane == 0) excl = 0;
     const A before = carry + excl;
-    cur[k].x += before, cur[k].y += before, cur[k].z += before, cur[k].w += before;
-    carry += __shfl_sync(0xffffffffu, incl, 31);  // the warp's total of float4 k
+    r_cur[k].x += before, r_cur[k].y += before, r_cur[k].z += before, r_cur[k].w += before;
+    carry += __shfl_sync(klab::kFullMask, incl, 31);  // the warp's total of float4 k
   }
   if (lane == 0) s_warp[warp] = carry;
   __syncthreads();
@@ -405,7 +433,7 @@ __global__ void __launch_bounds__(kThreads) scan_v3(const In* __restrict__ g_in,
     Vt* g_v = reinterpret_cast<Vt*>(g_out + wbase);
 #pragma unroll
     for (int k = 0; k < V; ++k) {
-      Vt q = cur[k];
+      Vt q = r_cur[k];
       q.x += offset, q.y += offset, q.z += offset, q.w += offset;
       g_v[k * 32 + lane] = q;
     }
@@ -413,10 +441,10 @@ __global__ void __launch_bounds__(kThreads) scan_v3(const In* __restrict__ g_in,
 #pragma unroll
     for (int k = 0; k < V; ++k) {
       const std::int64_t i = wbase + (k * 32 + lane) * 4;
-      const A e[4] = {cur[k].x, cur[k].y, cur[k].z, cur[k].w};
+      const A r_e[4] = {r_cur[k].x, r_cur[k].y, r_cur[k].z, r_cur[k].w};
 #pragma unroll
       for (int c = 0; c < 4; ++c)
-        if (i + c < n) g_out[i + c] = e[c] + offset;
+        if (i + c < n) g_out[i + c] = r_e[c] + offset;
     }
   }
 }
@@ -446,26 +474,26 @@ std::size_t v1_workspace(const Problem& p) {
 }
 
 template <class In, class A>
-void scan_v1_level(const In* in, A* out, std::int64_t n, A* ws, cudaStream_t s) {
+void launch_v1_level(const In* in, A* out, std::int64_t n, A* ws, cudaStream_t s) {
   const std::int64_t blocks = klab::ceil_div<std::int64_t>(n, kV1Tile);
   if (blocks == 1) {
-    scan_v1_block<In, A><<<1, kThreads, 0, s>>>(in, out, nullptr, n);
+    scan_v1_scan_then_propagate_block<In, A><<<1, kThreads, 0, s>>>(in, out, nullptr, n);
     KLAB_CHECK_LAUNCH();
     return;
   }
   A* sums = ws;
-  scan_v1_block<In, A><<<static_cast<unsigned>(blocks), kThreads, 0, s>>>(in, out, sums, n);
+  scan_v1_scan_then_propagate_block<In, A><<<static_cast<unsigned>(blocks), kThreads, 0, s>>>(in, out, sums, n);
   KLAB_CHECK_LAUNCH();
-  scan_v1_level<A, A>(sums, sums, blocks, ws + blocks, s);  // in place: each thread reads, then writes, its own
-  scan_v1_add<A><<<static_cast<unsigned>(blocks - 1), kThreads, 0, s>>>(out, sums, n);
+  launch_v1_level<A, A>(sums, sums, blocks, ws + blocks, s);  // in place: each thread reads, then writes, its own
+  scan_v1_scan_then_propagate_add<A><<<static_cast<unsigned>(blocks - 1), kThreads, 0, s>>>(out, sums, n);
   KLAB_CHECK_LAUNCH();
 }
 
-void run_scan_v1(const klab::Launch& l) {
+void run_v1_scan_then_propagate(const klab::Launch& l) {
   const std::int64_t n = l.problem.shape[0];
   if (n == 0) return;
   dispatch_scan(l.problem.dtype, [&]<class In, class A>() {
-    scan_v1_level<In, A>(l.in[0].as<In>(), reinterpret_cast<A*>(l.out[0].data), n, static_cast<A*>(l.workspace),
+    launch_v1_level<In, A>(l.in[0].as<In>(), reinterpret_cast<A*>(l.out[0].data), n, static_cast<A*>(l.workspace),
                          l.stream);
   });
 }
@@ -475,7 +503,7 @@ std::size_t v2_workspace(const Problem& p) {
   return 8 * (1 + static_cast<std::size_t>(klab::ceil_div<std::int64_t>(p.shape[0], kTile)));
 }
 
-void run_scan_v2(const klab::Launch& l) {
+void run_v2_decoupled_lookback(const klab::Launch& l) {
   const std::int64_t n = l.problem.shape[0];
   if (n == 0) return;
   const std::int64_t tiles = klab::ceil_div<std::int64_t>(n, kTile);
@@ -485,30 +513,35 @@ void run_scan_v2(const klab::Launch& l) {
   const bool aligned = reinterpret_cast<std::uintptr_t>(l.in[0].data) % 16 == 0 &&
                        reinterpret_cast<std::uintptr_t>(l.out[0].data) % 16 == 0;
   dispatch_scan(l.problem.dtype, [&]<class In, class A>() {
-    scan_v2<In, A><<<static_cast<unsigned>(tiles), kThreads, 0, l.stream>>>(
+    scan_v2_decoupled_lookback<In, A><<<static_cast<unsigned>(tiles), kThreads, 0, l.stream>>>(
         l.in[0].as<In>(), reinterpret_cast<A*>(l.out[0].data), n, status, ticket, aligned);
     KLAB_CHECK_LAUNCH();
   });
 }
 
+// v3's settings: V = 8 float4s per thread, 500 ns between polls, 3000 ns before the first
+// (the best of V = 4, 6, 8, sleeps of 0-1000 ns between polls and 0-6000 ns before the
+// first, at 2^24 and 2^28; README).
+constexpr int kV3Vecs = 8, kV3SleepNs = 500, kV3FirstSleepNs = 3000;
+using V3 = V3Tile<kV3Vecs>;
+
 // v3: [ticket (8 bytes)][status word per tile], zeroed before every launch (as v2).
-template <int V>
 std::size_t v3_workspace(const Problem& p) {
-  return 8 * (1 + static_cast<std::size_t>(klab::ceil_div<std::int64_t>(p.shape[0], V3Tile<V>::kElems)));
+  return 8 * (1 + static_cast<std::size_t>(klab::ceil_div<std::int64_t>(p.shape[0], V3::kElems)));
 }
 
-template <int V, int SleepNs, int FirstSleepNs>
-void run_scan_v3(const klab::Launch& l) {
+void run_v3_reg_tiles_backoff(const klab::Launch& l) {
   const std::int64_t n = l.problem.shape[0];
   if (n == 0) return;
-  const std::int64_t tiles = klab::ceil_div<std::int64_t>(n, V3Tile<V>::kElems);
-  KLAB_CHECK_CUDA(cudaMemsetAsync(l.workspace, 0, v3_workspace<V>(l.problem), l.stream));
+  const std::int64_t tiles = klab::ceil_div<std::int64_t>(n, V3::kElems);
+  KLAB_CHECK_CUDA(cudaMemsetAsync(l.workspace, 0, v3_workspace(l.problem), l.stream));
   auto* ticket = static_cast<unsigned int*>(l.workspace);
   auto* status = static_cast<unsigned long long*>(l.workspace) + 1;
   const bool aligned = reinterpret_cast<std::uintptr_t>(l.in[0].data) % 16 == 0 &&
                        reinterpret_cast<std::uintptr_t>(l.out[0].data) % 16 == 0;
   dispatch_scan(l.problem.dtype, [&]<class In, class A>() {
-    scan_v3<In, A, V, SleepNs, FirstSleepNs><<<static_cast<unsigned>(tiles), kThreads, 0, l.stream>>>(
+    scan_v3_reg_tiles_backoff<In, A, kV3Vecs, kV3SleepNs, kV3FirstSleepNs>
+        <<<static_cast<unsigned>(tiles), kThreads, 0, l.stream>>>(
         l.in[0].as<In>(), reinterpret_cast<A*>(l.out[0].data), n, status, ticket, aligned);
     KLAB_CHECK_LAUNCH();
   });
@@ -523,7 +556,7 @@ std::size_t cub_scan_bytes(const Problem& p) {
   return bytes;
 }
 
-void run_scan_cub(const klab::Launch& l) {
+void run_cub(const klab::Launch& l) {
   const std::int64_t n = l.problem.shape[0];
   if (n == 0) return;
   dispatch_scan(l.problem.dtype, [&]<class In, class A>() {
@@ -533,54 +566,24 @@ void run_scan_cub(const klab::Launch& l) {
   });
 }
 
+}  // namespace
+
 // ---------------------------------------------------------------------------------------
 // Registration
 // ---------------------------------------------------------------------------------------
 
-klab::Op make_scan_op() {
-  klab::Op op;
-  op.lesson = "03";
-  op.name = "scan";
-  op.summary = "inclusive prefix sum (f32 with a tolerance per prefix length, i32 exact mod 2^32)";
-  op.dims = {"n"};
-  op.dtypes = {DType::f32, DType::i32};
-  // Around the tile sizes (1024 for v1, 4096 for v2, 8192 for v3): one short of, exactly,
-  // one past. 1048577 makes v1 recurse twice (1025, then 2 block totals). Past 2^31
-  // elements (8 GiB per dtype): tile bases and flat indices must be 64-bit (v2 runs over
-  // 2^19 tiles, v1 recurses three times).
-  op.test_shapes = {{0},    {1},    {2},    {7},     {127},   {1023},  {1024},    {1025},
-                    {4095}, {4096}, {4097}, {8191},  {8193},  {65537}, {1048577}, {1000003},
-                    {(1 << 24) + 3}, {(std::int64_t{1} << 31) + 17}};
-  op.bench_shapes = {{1 << 24}, {1 << 28}};
-  op.baseline = "cub";
-  op.validate = l03::validate_1d;
-  op.inputs = [](const Problem& p) { return std::vector<TensorSpec>{{"x", p.dtype, p.shape}}; };
-  op.outputs = [](const Problem& p) { return std::vector<TensorSpec>{{"y", p.dtype, p.shape}}; };
-  op.reference = scan_ref;
-  op.tolerance = [](const Problem& p, int) {
-    return p.dtype == DType::i32 ? klab::Tolerance{0, 0} : l03::float_scan_tolerance(p.shape[0]);
-  };
-  op.flops = [](const Problem& p) { return static_cast<double>(p.shape[0]); };
-  return op;
-}
-
-}  // namespace
-
 KLAB_REGISTER(klab::register_op(make_scan_op()));
 KLAB_REGISTER(klab::register_impl({.op = "scan", .name = "v1_scan_then_propagate",
                                    .summary = "block scans + recursive scan of block totals + add: 2x the minimum traffic",
-                                   .kind = klab::ImplKind::cuda, .workspace = v1_workspace, .run = run_scan_v1}));
+                                   .kind = klab::ImplKind::cuda, .workspace = v1_workspace, .run = run_v1_scan_then_propagate}));
 KLAB_REGISTER(klab::register_impl({.op = "scan", .name = "v2_decoupled_lookback",
                                    .summary = "one pass: tile ids from a counter, published totals, warp look-back",
-                                   .kind = klab::ImplKind::cuda, .workspace = v2_workspace, .run = run_scan_v2}));
-// V = 8 float4s per thread, 500 ns between polls, 3000 ns before the first (measured best
-// of V = 4, 6, 8, sleeps of 0-1000 ns between polls and 0-6000 ns before the first, at
-// 2^24 and 2^28; README).
+                                   .kind = klab::ImplKind::cuda, .workspace = v2_workspace, .run = run_v2_decoupled_lookback}));
 KLAB_REGISTER(klab::register_impl({.op = "scan", .name = "v3_reg_tiles_backoff",
                                    .summary = "one pass: 8192-element register tiles, look-back with sleeps between polls",
-                                   .kind = klab::ImplKind::cuda, .workspace = v3_workspace<8>,
-                                   .run = run_scan_v3<8, 500, 3000>}));
+                                   .kind = klab::ImplKind::cuda, .workspace = v3_workspace,
+                                   .run = run_v3_reg_tiles_backoff}));
 KLAB_REGISTER(klab::register_impl({.op = "scan", .name = "cub",
                                    .summary = "cub::DeviceScan::InclusiveSum",
                                    .kind = klab::ImplKind::vendor, .workspace = cub_scan_bytes,
-                                   .run = run_scan_cub}));
+                                   .run = run_cub}));
