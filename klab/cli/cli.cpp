@@ -272,7 +272,8 @@ int nothing_ran() {
 void write_outputs(const Common& o, const RunOptions& ro, const std::vector<VerifyRecord>* v,
                    const std::vector<BenchRecord>* b) {
   if (!o.json.empty()) {
-    nlohmann::json j = {{"klab", 1}, {"run_seed", ro.run_seed}, {"device", device_json()}};
+    // "date": when the results were written (UTC); tools/bench_table.py prints it under the tables.
+    nlohmann::json j = {{"klab", 1}, {"date", utc_now_iso()}, {"run_seed", ro.run_seed}, {"device", device_json()}};
     if (v) {
       j["verify"] = nlohmann::json::array();
       for (const auto& r : *v) j["verify"].push_back(to_json(r));
@@ -288,6 +289,20 @@ void write_outputs(const Common& o, const RunOptions& ro, const std::vector<Veri
     write_bench_csv(o.csv, *b);
     std::printf("wrote %s\n", o.csv.c_str());
   }
+}
+
+// The file that registered an impl, relative to the repository root when it lies inside it
+// (the compiler names sources by the path the build gave it, absolute under CMake). The root
+// is where this file was compiled from: <root>/klab/cli/cli.cpp.
+std::string repo_relative(const std::string& file) {
+  namespace fs = std::filesystem;
+  const fs::path root = fs::path(__FILE__).parent_path().parent_path().parent_path().lexically_normal();
+  const fs::path f = fs::path(file).lexically_normal();
+  if (root.is_absolute() && f.is_absolute()) {
+    const fs::path rel = f.lexically_relative(root);
+    if (!rel.empty() && *rel.begin() != "..") return rel.generic_string();
+  }
+  return f.generic_string();
 }
 
 int cmd_list(const Common& o) {
@@ -317,7 +332,8 @@ int cmd_list(const Common& o) {
       for (auto t : op->dtypes) jo["dtypes"].push_back(dtype_name(t));
       for (const Impl* im : reg.impls_of(op->name)) {
         std::printf("        %-20s %-8s %s\n", im->name.c_str(), impl_kind_name(im->kind), im->summary.c_str());
-        nlohmann::json ji = {{"name", im->name}, {"kind", impl_kind_name(im->kind)}, {"summary", im->summary}};
+        nlohmann::json ji = {{"name", im->name}, {"kind", impl_kind_name(im->kind)}, {"summary", im->summary},
+                             {"source", repo_relative(im->source)}};
         // An autotuned impl's configurations, as --candidate takes them (for its first
         // bench problem; an impl may offer fewer on other problems).
         if (im->candidates && !op->bench_shapes.empty()) {

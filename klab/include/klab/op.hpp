@@ -13,6 +13,7 @@
 
 #include <cstdint>
 #include <functional>
+#include <source_location>
 #include <string>
 #include <vector>
 
@@ -163,6 +164,11 @@ struct Impl {
   // The harness zero-fills the workspace before every launch (outside the timed region),
   // for impls whose scratch must start at zero (counters, atomic accumulators).
   bool zero_workspace = false;
+  // The source file that registered this impl, as its compiler named it (register_impl
+  // fills it in from the call site). `klab list --json` prints it relative to the
+  // repository root, and tools/impl_index.py checks the file's header comment, the
+  // lesson README and the kernel names against the impl's name.
+  std::string source;
 };
 
 struct Lesson {
@@ -200,7 +206,11 @@ Registry& registry();
 
 inline bool register_lesson(Lesson l) { return registry().add(std::move(l)); }
 inline bool register_op(Op op) { return registry().add(std::move(op)); }
-inline bool register_impl(Impl impl) { return registry().add(std::move(impl)); }
+// `where` defaults to the caller's location: the file holding the KLAB_REGISTER statement.
+inline bool register_impl(Impl impl, std::source_location where = std::source_location::current()) {
+  if (impl.source.empty()) impl.source = where.file_name();
+  return registry().add(std::move(impl));
+}
 
 // Shared supports() helpers.
 std::string require_cc(int min_cc);                   // "" or "needs compute capability >= 9.0"
