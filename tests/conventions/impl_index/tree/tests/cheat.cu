@@ -1,0 +1,1 @@
+// Registered from tests/: not checked.
