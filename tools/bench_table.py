@@ -1,16 +1,62 @@
 #!/usr/bin/env python3
 """Markdown tables for a lesson README from `klab bench --json` output.
 
+One-shot: print the tables of one lesson (paste them yourself):
+
     tools/bench_table.py bench.json --lesson 01 [--op vector_add] [--date 2026-11-22]
 
-One table per op: every problem and impl with its median time, GB/s or TFLOP/s (by the
-op's bound), % of the measured peak the op is judged against (named beside the op's name)
-and the ratio to the op's baseline from the same run. A row whose timed launches saw a
-power or thermal clock event says "throttled" and names the events.
+Generated regions: a README holds marked regions, each naming the bench JSON it is made
+from (path relative to the README) and filters; `render` rewrites every region in place,
+`render --check` rewrites nothing and exits 1 with a unified diff when a region differs
+from what its JSON gives, or when its JSON is missing:
+
+    tools/bench_table.py render lessons/02-memory-access/README.md [more READMEs...]
+    tools/bench_table.py render --check lessons/*/README.md
+
+    <!-- bench-table json=bench/h100-2026-11-25.json op=transpose dtype=bf16 -->
+    (generated: everything up to the end marker is replaced)
+    <!-- /bench-table -->
+
+Marker attributes, key=value separated by spaces (shell quoting for a value with spaces):
+    json=PATH      required: a `klab bench --json` (or `klab run --json`) file, relative to
+                   the README
+    lesson=ID      only records of this lesson ("02")
+    op=A,B         only these ops (tables in this order)
+    impl=A,B       only these impls (rows in this order within each op and problem)
+    dtype=A,B      only these dtypes (f32, bf16, ...)
+    shape=S,T      only these shapes, written as klab prints them (4096x4096)
+    variant=V,W    only these variants ("-" for none)
+Several values of one key are alternatives; different keys must all hold. A region whose
+filters match no measured row is an error (a typo must not render an empty table).
+
+Each region renders: a line naming the device, the date of the run (the JSON's "date"; else
+a YYYY-MM-DD in its file name) and the measured peaks; then one table per op: every
+measured problem and impl with its median time, GB/s or TFLOP/s (by the op's bound), % of
+the measured peak the op is judged against (named beside the op's name) and the ratio to
+the op's baseline from the same run. A row whose timed launches saw a power or thermal
+clock event says "throttled" and names the events. Rows not measured (unsupported, no
+median) are left out.
+
+Exit codes: 0 done / every region up to date; 1 a region differs or cannot be rendered
+(JSON missing or unreadable, no matching rows, unbalanced markers, unknown attribute);
+2 usage error (bad arguments, a README that cannot be read).
 """
 import argparse
+import difflib
 import json
+import os
+import re
+import shlex
 import sys
+
+BEGIN = re.compile(r"^<!--\s*bench-table(?P<attrs>(?:\s.*?)?)\s*-->\s*$")
+END = re.compile(r"^<!--\s*/bench-table\s*-->\s*$")
+LIST_KEYS = ("op", "impl", "dtype", "shape", "variant")
+KEYS = ("json", "lesson") + LIST_KEYS
+
+
+class RegionError(Exception):
+    pass
 
 
 def fmt_ms(ms):
@@ -21,23 +67,37 @@ def fmt_ms(ms):
     return f"{ms:.3f} ms"
 
 
-def main():
-    ap = argparse.ArgumentParser()
-    ap.add_argument("json")
-    ap.add_argument("--lesson", required=True)
-    ap.add_argument("--op", action="append")
-    ap.add_argument("--date", default="")
-    a = ap.parse_args()
-    j = json.load(open(a.json))
+def shape_of(r):
+    return "x".join(str(d) for d in r["problem"]["shape"])
+
+
+def measured(r):
+    return r.get("status") != "unsupported" and (r.get("median_ms") or 0) > 0
+
+
+def run_date(j, json_path=""):
+    d = j.get("date") or ""
+    if d:
+        return d[:10]
+    m = re.search(r"\d{4}-\d{2}-\d{2}", os.path.basename(json_path))
+    return m.group(0) if m else "date unknown"
+
+
+def device_line(j, date):
     dev = j.get("device") or {}
-    peaks = dev.get("peaks", {})
-    recs = [r for r in j["bench"] if r["lesson"] == a.lesson and (not a.op or r["op"] in a.op)]
-    if not recs:
-        sys.exit("no records for that lesson/op")
-    print(f"Device: {dev.get('name', '?')}, {a.date}. Measured peaks of this device (klab doctor): "
-          f"copy {peaks.get('copy_gbps', 0):.0f} GB/s, read {peaks.get('read_gbps', 0):.0f} GB/s, "
-          f"cuBLAS fp32 {peaks.get('sgemm_tflops', 0):.1f}, bf16 {peaks.get('bf16_tflops', 0):.0f} TFLOP/s. "
-          f"Medians of L2-flushed launches; ratios from the same run.\n")
+    peaks = dev.get("peaks")
+    if peaks:
+        p = (f"Measured peaks of this device (klab doctor): copy {peaks.get('copy_gbps', 0):.0f} GB/s, "
+             f"read {peaks.get('read_gbps', 0):.0f} GB/s, cuBLAS fp32 {peaks.get('sgemm_tflops', 0):.1f}, "
+             f"bf16 {peaks.get('bf16_tflops', 0):.0f} TFLOP/s.")
+    else:
+        p = "No measured peaks in this run (klab doctor had not measured them)."
+    return f"Device: {dev.get('name', '?')}, {date}. {p} Medians of L2-flushed launches; ratios from the same run."
+
+
+def op_tables(recs):
+    """Markdown lines: one table per op of `recs` (measured rows only, in the given order)."""
+    out = []
     ops = []
     for r in recs:
         if r["op"] not in ops:
@@ -47,29 +107,225 @@ def main():
         compute = any(r["tflops"] > 0 and r["pct_peak"] > 0 and "TFLOP" in r["peak"] for r in rows)
         base = next((r["baseline"] for r in rows if r["baseline"]), "")
         unit = "TFLOP/s" if compute else "GB/s"
-        # The peak this op's percentages are of ("read 3210 GB/s"), as the bench named it.
-        peak = next((r["peak"] for r in rows if r.get("peak")), "")
-        print(f"**{op}**" + (f" (% of {peak})" if peak else "") + "\n")
-        print(f"| shape | dtype | impl | median | {unit} | % of peak | vs {base or 'baseline'} |")
-        print("| --- | --- | --- | ---: | ---: | ---: | ---: |")
+        # The peaks this op's percentages are of ("read 3210 GB/s"), as the bench named them;
+        # a compute op's peak depends on the dtype.
+        peaks = {}
+        for r in rows:
+            if r.get("peak"):
+                peaks.setdefault(r["peak"], [])
+                if r["problem"]["dtype"] not in peaks[r["peak"]]:
+                    peaks[r["peak"]].append(r["problem"]["dtype"])
+        if len(peaks) > 1:   # "cuBLAS bf16 700 TFLOP/s for bf16, cuBLAS fp32 51.0 TFLOP/s for f32"
+            named = ", ".join(f"{pk} for {'/'.join(dts)}" for pk, dts in peaks.items())
+        else:
+            named = next(iter(peaks), "")
+        out.append(f"**{op}**" + (f" (% of {named})" if named else ""))
+        out.append("")
+        out.append(f"| shape | dtype | impl | median | {unit} | % of peak | vs {base or 'baseline'} |")
+        out.append("| --- | --- | --- | ---: | ---: | ---: | ---: |")
         for r in rows:
             p = r["problem"]
-            shape = "x".join(str(d) for d in p["shape"]) + (f" {p['variant']}" if p["variant"] else "")
-            if r["status"] == "unsupported":
-                print(f"| {shape} | {p['dtype']} | {r['impl']} | unsupported | | | |")
-                continue
+            shape = shape_of(r) + (f" {p['variant']}" if p.get("variant") else "")
+            impl = r["impl"] + (f" [{r['candidate']}]" if r.get("candidate") else "")
             rate = r["tflops"] if compute else r["gbps"]
             status = "" if r["status"] == "pass" else f" ({r['status']})"
             tel = r.get("telemetry") or {}
             if tel.get("throttled"):
                 # A median taken while the clock was lowered: say so beside the number.
                 status += " (throttled: " + ", ".join(tel.get("events", [])) + ")"
-            print(f"| {shape} | {p['dtype']} | {r['impl']}{status} | {fmt_ms(r['median_ms'])} | {rate:,.1f} | "
-                  f"{r['pct_peak']:.1f}% | {r['speedup']:.2f}x |" if r["speedup"] else
-                  f"| {shape} | {p['dtype']} | {r['impl']}{status} | {fmt_ms(r['median_ms'])} | {rate:,.1f} | "
-                  f"{r['pct_peak']:.1f}% | - |")
-        print()
+            vs = f"{r['speedup']:.2f}x" if r.get("speedup") else "-"
+            out.append(f"| {shape} | {p['dtype']} | {impl}{status} | {fmt_ms(r['median_ms'])} | {rate:,.1f} | "
+                       f"{r['pct_peak']:.1f}% | {vs} |")
+        out.append("")
+    return out
+
+
+# ---- one-shot ----------------------------------------------------------------------------
+
+def main_print(argv):
+    ap = argparse.ArgumentParser(prog="bench_table.py", description="print one lesson's tables",
+                                 epilog="see the module docstring (render) for README regions")
+    ap.add_argument("json")
+    ap.add_argument("--lesson", required=True)
+    ap.add_argument("--op", action="append")
+    ap.add_argument("--date", default="")
+    a = ap.parse_args(argv)
+    try:
+        with open(a.json, encoding="utf-8") as f:
+            j = json.load(f)
+    except (OSError, ValueError) as e:
+        print(f"bench_table: cannot read {a.json}: {e}", file=sys.stderr)
+        return 2
+    recs = [r for r in j.get("bench", []) if r["lesson"] == a.lesson and (not a.op or r["op"] in a.op)]
+    recs = [r for r in recs if measured(r)]
+    if not recs:
+        print("bench_table: no measured records for that lesson/op", file=sys.stderr)
+        return 1
+    print(device_line(j, a.date or run_date(j, a.json)) + "\n")
+    print("\n".join(op_tables(recs)))
+    return 0
+
+
+# ---- regions -----------------------------------------------------------------------------
+
+def parse_attrs(text):
+    try:
+        words = shlex.split(text)
+    except ValueError as e:
+        raise RegionError(f"bad marker attributes: {e}")
+    attrs = {}
+    for w in words:
+        k, eq, v = w.partition("=")
+        if not eq or not v:
+            raise RegionError(f"marker attribute '{w}' is not key=value")
+        if k not in KEYS:
+            raise RegionError(f"unknown marker attribute '{k}' (known: {', '.join(KEYS)})")
+        if k in attrs:
+            raise RegionError(f"marker attribute '{k}' given twice")
+        attrs[k] = v
+    if "json" not in attrs:
+        raise RegionError("marker has no json=PATH")
+    return attrs
+
+
+def select(recs, attrs):
+    lists = {k: attrs[k].split(",") for k in LIST_KEYS if k in attrs}
+    out = []
+    for r in recs:
+        if not measured(r):
+            continue
+        if "lesson" in attrs and r.get("lesson") != attrs["lesson"]:
+            continue
+        p = r["problem"]
+        vals = {"op": r["op"], "impl": r["impl"], "dtype": p["dtype"], "shape": shape_of(r),
+                "variant": p.get("variant") or "-"}
+        if all(vals[k] in allowed for k, allowed in lists.items()):
+            out.append(r)
+    # Ops in the order op= names them; within an op, problems in the run's order (the
+    # bench's: op, problem, impl) and impls in the order impl= names them.
+    def problem(r):
+        return (r["op"], shape_of(r), r["problem"]["dtype"], r["problem"].get("variant") or "")
+    first = {}
+    for i, r in enumerate(out):
+        first.setdefault(problem(r), i)
+
+    def key(r):
+        k = []
+        if "op" in lists:
+            k.append(lists["op"].index(r["op"]))
+        if "impl" in lists:
+            k += [first[problem(r)], lists["impl"].index(r["impl"])]
+        return k
+    out.sort(key=key)   # stable: the run's order where no list says otherwise
+    return out
+
+
+def render_region(attrs, readme_dir):
+    rel = attrs["json"]
+    path = os.path.normpath(os.path.join(readme_dir, rel))
+    if not os.path.isfile(path):
+        raise RegionError(f"json={rel}: no such file ({path})")
+    try:
+        with open(path, encoding="utf-8") as f:
+            j = json.load(f)
+    except (OSError, ValueError) as e:
+        raise RegionError(f"json={rel}: cannot read: {e}")
+    if not isinstance(j, dict) or not isinstance(j.get("bench"), list):
+        raise RegionError(f"json={rel}: not a `klab bench --json` file (no \"bench\" array)")
+    recs = select(j["bench"], attrs)
+    if not recs:
+        raise RegionError(f"json={rel}: no measured row matches the marker's filters")
+    lines = ["", device_line(j, run_date(j, rel)), ""] + op_tables(recs)
+    return [l + "\n" for l in lines]
+
+
+def render_file(text, readme_dir, name):
+    """(new text, problems): every region of `text` rendered anew."""
+    lines = text.splitlines(keepends=True)
+    out, problems = [], []
+    i = 0
+    while i < len(lines):
+        line = lines[i]
+        m = BEGIN.match(line.rstrip("\n"))
+        if END.match(line.rstrip("\n")):
+            problems.append(f"{name}:{i + 1}: end marker without a begin marker")
+            out.append(line)
+            i += 1
+            continue
+        if not m:
+            out.append(line)
+            i += 1
+            continue
+        start = i
+        j = i + 1
+        while j < len(lines) and not END.match(lines[j].rstrip("\n")) and not BEGIN.match(lines[j].rstrip("\n")):
+            j += 1
+        if j >= len(lines) or BEGIN.match(lines[j].rstrip("\n")):
+            problems.append(f"{name}:{start + 1}: bench-table region has no end marker <!-- /bench-table -->")
+            out.extend(lines[start:j])
+            i = j
+            continue
+        try:
+            body = render_region(parse_attrs(m.group("attrs")), readme_dir)
+        except RegionError as e:
+            problems.append(f"{name}:{start + 1}: {e}")
+            body = lines[start + 1:j]   # left as it is
+        out.append(line)
+        out.extend(body)
+        out.append(lines[j])
+        i = j + 1
+    return "".join(out), problems
+
+
+def main_render(argv):
+    ap = argparse.ArgumentParser(prog="bench_table.py render",
+                                 description="rewrite every <!-- bench-table ... --> region of the READMEs")
+    ap.add_argument("--check", action="store_true",
+                    help="write nothing; exit 1 with a diff when a region is not what its JSON gives")
+    ap.add_argument("readmes", nargs="+", metavar="README.md")
+    a = ap.parse_args(argv)
+    failed = False
+    n_regions = 0
+    for path in a.readmes:
+        try:
+            with open(path, encoding="utf-8") as f:
+                text = f.read()
+        except OSError as e:
+            print(f"bench_table: cannot read {path}: {e}", file=sys.stderr)
+            return 2
+        n_regions += sum(1 for l in text.splitlines() if BEGIN.match(l))
+        new, problems = render_file(text, os.path.dirname(os.path.abspath(path)), path)
+        for p in problems:
+            print(p)
+        failed |= bool(problems)
+        if problems and not a.check:
+            print(f"{path}: not rewritten (fix the problems above)")
+            continue
+        if new == text:
+            continue
+        if a.check:
+            failed = True
+            sys.stdout.writelines(difflib.unified_diff(text.splitlines(keepends=True), new.splitlines(keepends=True),
+                                                       fromfile=f"{path}",
+                                                       tofile=f"{path} (rendered from its JSON)"))
+            print(f"{path}: bench tables differ from their JSON (run tools/bench_table.py render {path})")
+        else:
+            with open(path, "w", encoding="utf-8") as f:
+                f.write(new)
+            print(f"rendered {path}")
+    if failed:
+        return 1
+    print(f"bench_table: {n_regions} region(s) in {len(a.readmes)} file(s) "
+          + ("up to date" if a.check else "rendered"))
+    return 0
+
+
+def main(argv=None):
+    argv = sys.argv[1:] if argv is None else argv
+    if argv and argv[0] == "render":
+        return main_render(argv[1:])
+    return main_print(argv)
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(main())
