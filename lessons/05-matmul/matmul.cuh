@@ -1,4 +1,4 @@
-// lessons/05-matmul/matmul.cuh — what the lesson-05 files share.
+// lessons/05-matmul/matmul.cuh — what the lesson-05 files share (namespace lesson05).
 //
 // C = A · B with C (M, N) row-major and A, B row-major with either operand stored
 // transposed. The variant names which operand is stored transposed:
@@ -31,7 +31,7 @@
 #include "klab/kernels.cuh"
 #include "klab/op.hpp"
 
-namespace matmul {
+namespace lesson05 {
 
 struct GemmArgs {
   const void* A = nullptr;
@@ -143,9 +143,55 @@ inline bool operands_aligned(const GemmArgs& g, std::size_t elem_bytes, std::siz
 // Output elements must be poisoned-proof even when K == 0 (C = 0) or M·N == 0 (nothing).
 inline bool empty_output(const GemmArgs& g) { return g.M == 0 || g.N == 0; }
 
-// ---- shared launchers (defined in matmul_simt.cu / matmul_tensorcore.cu) -------------
-// Used by split-K (matmul_splitk.cu) and by the batched op: `out_f32` writes fp32 to g.C
-// (the split-K partials) instead of the problem's dtype.
+// Grid for a tiled kernel: x over N tiles, y over M tiles, z over batch x splits.
+inline dim3 tile_grid(const GemmArgs& g, int bm, int bn, int batch) {
+  const std::int64_t gy = klab::ceil_div<std::int64_t>(g.M, bm), gz = static_cast<std::int64_t>(batch) * g.splits;
+  KLAB_REQUIRE(gy <= 65535 && gz <= 65535, "matmul: grid y (M tiles) or z (batch x splits) over 65535");
+  return dim3(static_cast<unsigned>(klab::ceil_div<std::int64_t>(g.N, bn)), static_cast<unsigned>(gy),
+              static_cast<unsigned>(gz));
+}
+
+// Two output elements at once (the tensor-core epilogues) need an even pitch and an aligned base.
+inline bool pair_ok(const GemmArgs& g, std::size_t elem) {
+  return reinterpret_cast<std::uintptr_t>(g.C) % (2 * elem) == 0 && g.ldc % 2 == 0 && g.sC % 2 == 0;
+}
+
+// supports() of the two ladders: fp32 on the CUDA cores, bf16 on the tensor cores (sm_80+).
+inline std::string f32_only(const klab::Problem& p) {
+  return p.dtype == klab::DType::f32 ? "" : "f32 only (the SIMT ladder); bf16 runs on v9_wmma and later";
+}
+inline std::string bf16_tc(const klab::Problem& p) {
+  if (p.dtype != klab::DType::bf16) return "bf16 only (tensor cores); f32 runs on the SIMT ladder";
+  return klab::require_cc(80);
+}
+
+// ---- tensor-core epilogue (matmul_wmma.cu, matmul_mma.cu) ------------------------------
+// The tensor-core kernels (WMMA, ldmatrix, mma.sync) need sm_80; below it their bodies
+// compile to nothing (they report themselves unsupported and never run). The cp.async
+// wrappers (klab/device/cp_async.cuh) have their own guard, KLAB_NO_CP_ASYNC.
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ < 800
+#define KLAB_TC_UNSUPPORTED 1
+#endif
+
+// Stores the two adjacent outputs (row, n) and (row, n + 1) of a fragment, as one 4- or
+// 8-byte store when the pair is aligned and inside N, element by element otherwise.
+template <class TC>
+__device__ __forceinline__ void store_pair(TC* g_c, std::int64_t row_off, int n, int N, float v0, float v1,
+                                           bool c_pair) {
+  if (c_pair && n + 1 < N) {
+    if constexpr (sizeof(TC) == 2)
+      *reinterpret_cast<__nv_bfloat162*>(g_c + row_off + n) = __floats2bfloat162_rn(v0, v1);
+    else
+      *reinterpret_cast<float2*>(g_c + row_off + n) = make_float2(v0, v1);
+  } else {
+    if (n < N) g_c[row_off + n] = klab::from_f32<TC>(v0);
+    if (n + 1 < N) g_c[row_off + n + 1] = klab::from_f32<TC>(v1);
+  }
+}
+
+// ---- shared launchers (defined in matmul_regtile.cu / matmul_mma.cu) -------------------
+// Used by split-K (matmul_splitk.cu): `out_f32` writes fp32 to g.C (the split-K partials)
+// instead of the problem's dtype.
 void launch_warptile_f32(const GemmArgs& g, const std::string& variant, cudaStream_t s);
 void launch_mma_bf16(const GemmArgs& g, const std::string& variant, bool out_f32, cudaStream_t s);
 
@@ -173,4 +219,4 @@ inline klab::Tolerance tf32_gemm_tolerance(std::int64_t K) {
   return {std::ldexp(s, -7), std::ldexp(1.0, -9), std::ldexp(1.0, -8), s};
 }
 
-}  // namespace matmul
+}  // namespace lesson05

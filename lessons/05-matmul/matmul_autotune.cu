@@ -31,7 +31,7 @@
 #include "klab/error.hpp"
 #include "matmul.cuh"
 
-namespace matmul {
+namespace lesson05 {
 
 int autotune(const std::string& key, const std::vector<std::string>& names, int forced, int fallback,
              const std::function<void(int)>& launch, cudaStream_t stream) {
@@ -91,4 +91,4 @@ int autotune(const std::string& key, const std::vector<std::string>& names, int 
   return winner;
 }
 
-}  // namespace matmul
+}  // namespace lesson05

@@ -5,12 +5,17 @@
 //   gemv            y(M) = A(M,K) · x(K)    {M, K}            f32, bf16
 //
 // The kernels live beside this file (header comments list the versions):
-//   matmul_simt.cu        v1_naive .. v8_autotuned        fp32 on the CUDA cores
-//   matmul_tensorcore.cu  v9_wmma, v10_mma_sync, v11_mma_pipelined   bf16 on the tensor cores
-//   matmul_splitk.cu      v12_splitk                      small M·N, large K
-//   matmul_cublas.cu      cublas (pedantic fp32 / bf16), cublas_tf32      the baselines
-//   matmul_triton.py      triton (+ matmul_triton_impl.cu)
-//   gemv.cu               gemv v1_thread_per_row, v2_warp_per_row, cublas
+//   matmul_simt.cu          matmul v1_naive, v2_coalesced, v3_smem_tiles      fp32, CUDA cores
+//   matmul_regtile.cu       matmul v4_regtile_1d, v5_regtile_2d, v6_vectorized, v7_warptiling,
+//                           v8_autotuned; matmul_batched v7_warptiling, v8_autotuned
+//   matmul_wmma.cu          matmul v9_wmma                                    bf16, tensor cores
+//   matmul_mma.cu           matmul v10_mma_sync, v11_mma_pipelined, v13_mma_autotuned;
+//                           matmul_batched v11_mma_pipelined, v13_mma_autotuned
+//   matmul_splitk.cu        matmul v12_splitk                                 small M·N, large K
+//   matmul_cublas.cu        matmul and matmul_batched cublas, cublas_tf32; gemv cublas
+//   matmul_triton_impl.cu   matmul triton (the kernel: matmul_triton.py)
+//   gemv.cu                 gemv v1_thread_per_row, v2_warp_per_row, v3_multi_row
+//   exercise.cu             matmul exercise (the learner's v3_smem_tiles)
 //   (Hopper: a matmul_hopper.cu with v14_wgmma_tma... registers into the same ops; nothing
 //    here changes.)
 //
@@ -55,6 +60,7 @@
 #include "klab/rng.hpp"
 #include "matmul.cuh"
 
+namespace lesson05 {
 namespace {
 
 using klab::DType;
@@ -67,10 +73,10 @@ using klab::TensorSpec;
 // ---- shapes ----------------------------------------------------------------------------
 
 Dims a_shape(const std::string& v, std::int64_t M, std::int64_t K) {
-  return matmul::a_kmajor(v) ? Dims{M, K} : Dims{K, M};
+  return a_kmajor(v) ? Dims{M, K} : Dims{K, M};
 }
 Dims b_shape(const std::string& v, std::int64_t K, std::int64_t N) {
-  return matmul::b_kmajor(v) ? Dims{N, K} : Dims{K, N};
+  return b_kmajor(v) ? Dims{N, K} : Dims{K, N};
 }
 Dims with_batch(std::int64_t b, Dims d) {
   d.insert(d.begin(), b);
@@ -125,7 +131,7 @@ void reference_gemm(const HostTensor& A, const HostTensor& B, std::int64_t a_off
 }
 
 klab::Tolerance gemm_tolerance(DType t, std::int64_t K) {
-  const double s = matmul::sigma_k(K);
+  const double s = sigma_k(K);
   if (t == DType::bf16) return {std::ldexp(s, -7), std::ldexp(1.0, -7), std::ldexp(1.0, -8), s};
   return {std::ldexp(s, -12), std::ldexp(1.0, -16), std::ldexp(1.0, -14), s};
 }
@@ -156,8 +162,8 @@ std::vector<std::int64_t> sample_positions(std::int64_t M, std::int64_t N, std::
 }
 
 klab::SampledReference sampled_gemm(const Problem& p, const Inputs& in, std::uint64_t seed) {
-  const matmul::Shape s = matmul::shape_of(p);
-  const bool ak = matmul::a_kmajor(p.variant), bk = matmul::b_kmajor(p.variant);
+  const Shape s = shape_of(p);
+  const bool ak = a_kmajor(p.variant), bk = b_kmajor(p.variant);
   const HostTensor& A = in.tensors[0];
   const HostTensor& B = in.tensors[1];
   const std::int64_t MN = static_cast<std::int64_t>(s.M) * s.N;
@@ -239,38 +245,38 @@ klab::Op make_matmul_op(bool batched) {
                      "run it on demand: klab test 05 --op " + op.name + " --shape " +
                      (batched ? "2x32775x32775x8" : "46349x46349x8");
   op.inputs = [batched](const Problem& p) {
-    const matmul::Shape s = matmul::shape_of(p);
+    const Shape s = shape_of(p);
     Dims a = a_shape(p.variant, s.M, s.K), b = b_shape(p.variant, s.K, s.N);
     if (batched) a = with_batch(s.batch, a), b = with_batch(s.batch, b);
     return std::vector<TensorSpec>{{"A", p.dtype, a}, {"B", p.dtype, b}};
   };
   op.outputs = [batched](const Problem& p) {
-    const matmul::Shape s = matmul::shape_of(p);
+    const Shape s = shape_of(p);
     Dims c{s.M, s.N};
     if (batched) c = with_batch(s.batch, c);
     return std::vector<TensorSpec>{{"C", p.dtype, c}};
   };
   op.generate = generate_uniform;
   op.reference = [](const Problem& p, const Inputs& in) {
-    const matmul::Shape s = matmul::shape_of(p);
+    const Shape s = shape_of(p);
     const std::int64_t MN = static_cast<std::int64_t>(s.M) * s.N;
     klab::Reference ref = klab::single_output(std::vector<double>(static_cast<std::size_t>(s.batch * MN)));
     for (int b = 0; b < s.batch; ++b)
       reference_gemm(in.tensors[0], in.tensors[1], static_cast<std::int64_t>(b) * s.M * s.K,
                      static_cast<std::int64_t>(b) * s.K * s.N, s.M, s.N, s.K,
-                     matmul::a_kmajor(p.variant), matmul::b_kmajor(p.variant), ref[0].data() + b * MN);
+                     a_kmajor(p.variant), b_kmajor(p.variant), ref[0].data() + b * MN);
     return ref;
   };
   op.sample_only = [](const Problem& p) {
-    const matmul::Shape s = matmul::shape_of(p);
+    const Shape s = shape_of(p);
     return static_cast<double>(s.batch) * s.M * s.N * s.K > 3e9;
   };
   op.reference_sample = [](const Problem& p, const Inputs& in, std::uint64_t seed) {
     return std::vector<klab::SampledReference>{sampled_gemm(p, in, seed)};
   };
-  op.tolerance = [](const Problem& p, int) { return gemm_tolerance(p.dtype, matmul::shape_of(p).K); };
+  op.tolerance = [](const Problem& p, int) { return gemm_tolerance(p.dtype, shape_of(p).K); };
   op.flops = [](const Problem& p) {
-    const matmul::Shape s = matmul::shape_of(p);
+    const Shape s = shape_of(p);
     return 2.0 * s.batch * s.M * s.N * s.K;
   };
   op.validate = [batched](const Problem& p) {
@@ -338,8 +344,6 @@ klab::Op make_gemv_op() {
   return op;
 }
 
-}  // namespace
-
 KLAB_REGISTER(klab::register_lesson({
     .id = "05",
     .slug = "matmul",
@@ -351,3 +355,6 @@ KLAB_REGISTER(klab::register_lesson({
 KLAB_REGISTER(klab::register_op(make_matmul_op(false)));
 KLAB_REGISTER(klab::register_op(make_matmul_op(true)));
 KLAB_REGISTER(klab::register_op(make_gemv_op()));
+
+}  // namespace
+}  // namespace lesson05

@@ -5,7 +5,8 @@
 //                products side by side (blockIdx.z = slice) into fp32 partials, and a
 //                second kernel adds the S partials of each element (in slice order, so
 //                the result is deterministic) and rounds once to the output type.
-//                f32 uses v7's kernel for the slices, bf16 uses v11's.
+//                f32 uses v7's kernel for the slices (matmul_v7_warptiling), bf16 uses
+//                v11's (matmul_mma_sync); the sum is matmul_v12_splitk_reduce.
 //
 // The price: S·M·N·4 bytes of workspace written and read back, and a second launch. It
 // pays when M·N is small and K large; on a 4096^3 problem S is 1 and this is v7 / v11.
@@ -23,6 +24,7 @@
 #include "klab/op.hpp"
 #include "matmul.cuh"
 
+namespace lesson05 {
 namespace {
 
 using std::int64_t;
@@ -35,7 +37,7 @@ struct Split {
 // spend more on the partials than they save), the slice length a multiple of the 32-deep
 // K tile (it keeps 16-byte alignment of the shifted operands, too).
 Split choose_split(const klab::Problem& p) {
-  const matmul::Shape s = matmul::shape_of(p);
+  const Shape s = shape_of(p);
   Split r;
   r.k_chunk = s.K;
   if (s.M == 0 || s.N == 0 || s.K == 0) return r;
@@ -52,7 +54,7 @@ Split choose_split(const klab::Problem& p) {
 
 // C(i) = Σ_s P(s, i), s in order: fixed summation order, the same bits every run.
 template <class T>
-__global__ void splitk_reduce_kernel(const float* __restrict__ g_P, T* __restrict__ g_C, int64_t mn, int splits) {
+__global__ void matmul_v12_splitk_reduce(const float* __restrict__ g_P, T* __restrict__ g_C, int64_t mn, int splits) {
   for (int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; i < mn;
        i += static_cast<int64_t>(gridDim.x) * blockDim.x) {
     float acc = 0.f;
@@ -61,58 +63,53 @@ __global__ void splitk_reduce_kernel(const float* __restrict__ g_P, T* __restric
   }
 }
 
-void run_splitk(const klab::Launch& L) {
-  matmul::GemmArgs g = matmul::gemm_args(L);
-  if (matmul::empty_output(g)) return;
-  const Split sp = choose_split(L.problem);
-  const bool f32 = L.problem.dtype == klab::DType::f32;
+void run_v12_splitk(const klab::Launch& l) {
+  GemmArgs g = gemm_args(l);
+  if (empty_output(g)) return;
+  const Split sp = choose_split(l.problem);
+  const bool f32 = l.problem.dtype == klab::DType::f32;
   if (sp.splits == 1) {  // nothing to split: the plain kernel straight into C
-    if (f32) matmul::launch_warptile_f32(g, L.problem.variant, L.stream);
-    else matmul::launch_mma_bf16(g, L.problem.variant, false, L.stream);
+    if (f32) launch_warptile_f32(g, l.problem.variant, l.stream);
+    else launch_mma_bf16(g, l.problem.variant, false, l.stream);
     return;
   }
   const int64_t mn = static_cast<int64_t>(g.M) * g.N;
-  KLAB_REQUIRE(L.workspace_bytes >= static_cast<std::size_t>(sp.splits * mn) * sizeof(float),
+  KLAB_REQUIRE(l.workspace_bytes >= static_cast<std::size_t>(sp.splits * mn) * sizeof(float),
                "v12_splitk: workspace too small");
-  matmul::GemmArgs part = g;
-  part.C = L.workspace;       // (splits, M, N) fp32
+  GemmArgs part = g;
+  part.C = l.workspace;       // (splits, M, N) fp32
   part.ldc = g.N;
   part.sC = mn;               // blockIdx.z = slice -> its own partial
   part.splits = sp.splits;
   part.k_chunk = sp.k_chunk;
-  if (f32) matmul::launch_warptile_f32(part, L.problem.variant, L.stream);
-  else matmul::launch_mma_bf16(part, L.problem.variant, true, L.stream);
+  if (f32) launch_warptile_f32(part, l.problem.variant, l.stream);
+  else launch_mma_bf16(part, l.problem.variant, true, l.stream);
   const unsigned blocks = klab::blocks_for(mn, 256, 4096);
   if (f32)
-    splitk_reduce_kernel<float><<<blocks, 256, 0, L.stream>>>(static_cast<const float*>(L.workspace),
-                                                              L.out[0].as<float>(), mn, sp.splits);
+    matmul_v12_splitk_reduce<float><<<blocks, 256, 0, l.stream>>>(static_cast<const float*>(l.workspace),
+                                                                  l.out[0].as<float>(), mn, sp.splits);
   else
-    splitk_reduce_kernel<__nv_bfloat16><<<blocks, 256, 0, L.stream>>>(
-        static_cast<const float*>(L.workspace), L.out[0].as<__nv_bfloat16>(), mn, sp.splits);
+    matmul_v12_splitk_reduce<__nv_bfloat16><<<blocks, 256, 0, l.stream>>>(
+        static_cast<const float*>(l.workspace), l.out[0].as<__nv_bfloat16>(), mn, sp.splits);
   KLAB_CHECK_LAUNCH();
 }
 
-bool register_all() {
-  klab::register_impl({
-      .op = "matmul",
-      .name = "v12_splitk",
-      .summary = "K cut into slices run side by side, fp32 partials summed in order",
-      .kind = klab::ImplKind::cuda,
-      .supports = [](const klab::Problem& p) -> std::string {
-        if (p.dtype == klab::DType::bf16) return klab::require_cc(80);
-        return p.dtype == klab::DType::f32 ? "" : "f32 and bf16 only";
-      },
-      .workspace = [](const klab::Problem& p) -> std::size_t {
-        const Split sp = choose_split(p);
-        if (sp.splits == 1) return 0;
-        const matmul::Shape s = matmul::shape_of(p);
-        return static_cast<std::size_t>(sp.splits) * s.M * s.N * sizeof(float);
-      },
-      .run = run_splitk,
-  });
-  return true;
+std::string supports_v12_splitk(const klab::Problem& p) {
+  if (p.dtype == klab::DType::bf16) return klab::require_cc(80);
+  return p.dtype == klab::DType::f32 ? "" : "f32 and bf16 only";
 }
 
-}  // namespace
+std::size_t workspace_v12_splitk(const klab::Problem& p) {
+  const Split sp = choose_split(p);
+  if (sp.splits == 1) return 0;
+  const Shape s = shape_of(p);
+  return static_cast<std::size_t>(sp.splits) * s.M * s.N * sizeof(float);
+}
 
-KLAB_REGISTER(register_all());
+KLAB_REGISTER(klab::register_impl({.op = "matmul", .name = "v12_splitk",
+                                   .summary = "K cut into slices run side by side, fp32 partials summed in order",
+                                   .kind = klab::ImplKind::cuda, .supports = supports_v12_splitk,
+                                   .workspace = workspace_v12_splitk, .run = run_v12_splitk}));
+
+}  // namespace
+}  // namespace lesson05

@@ -1,9 +1,11 @@
-// Lesson 05 — the Triton matmul (matmul_triton.py), compiled ahead of time, as impl
-// `triton` of op matmul (bf16, all three layouts).
+// Lesson 05 — the Triton matmul (matmul_triton.py), compiled ahead of time.
+//
+//   triton   op matmul, bf16, all three layouts: one tl.dot kernel with masks for any
+//            shape, four tile configurations, the fastest chosen per shape (run_triton)
 //
 // The build links four tile configurations per layout into one launcher
 // (tr_matmul_nn(stream, ..., algo_id)); the first call for a shape times all four on the
-// stream and caches the fastest (matmul::autotune, the same mechanism as v8_autotuned).
+// stream and caches the fastest (lesson05::autotune, the same mechanism as v8_autotuned).
 // Each is also a candidate of its own (`klab test` verifies all four; `--candidate
 // 64x128x64/4w/4st` runs one).
 #include <cuda.h>
@@ -21,6 +23,7 @@
 #include "matmul_triton.h"
 #endif
 
+namespace lesson05 {
 namespace {
 
 // The configurations, by algo_id: CONFIGS in matmul_triton.py, in its order, as
@@ -54,52 +57,45 @@ const Layout& layout_of(const std::string& v) {
 }
 #endif
 
-void run_triton(const klab::Launch& L) {
+void run_triton(const klab::Launch& l) {
 #if KLAB_HAVE_TRITON
-  const matmul::GemmArgs g = matmul::gemm_args(L);
-  if (matmul::empty_output(g)) return;
-  const Layout& lay = layout_of(L.problem.variant);
+  const GemmArgs g = gemm_args(l);
+  if (empty_output(g)) return;
+  const Layout& lay = layout_of(l.problem.variant);
   static bool loaded[3] = {false, false, false};
-  bool& is_loaded = loaded[L.problem.variant == "nn" ? 0 : L.problem.variant == "tn" ? 1 : 2];
+  bool& is_loaded = loaded[l.problem.variant == "nn" ? 0 : l.problem.variant == "tn" ? 1 : 2];
   if (!is_loaded) {
     klab::triton_prepare();
     lay.load();
     is_loaded = true;
   }
   auto launch = [&](int algo) {
-    KLAB_CHECK_CU(lay.launch(reinterpret_cast<CUstream>(L.stream), reinterpret_cast<CUdeviceptr>(g.A),
+    KLAB_CHECK_CU(lay.launch(reinterpret_cast<CUstream>(l.stream), reinterpret_cast<CUdeviceptr>(g.A),
                              reinterpret_cast<CUdeviceptr>(g.B), reinterpret_cast<CUdeviceptr>(g.C), g.M, g.N, g.K,
                              static_cast<int32_t>(g.lda), static_cast<int32_t>(g.ldb), static_cast<int32_t>(g.ldc),
                              algo));
   };
-  const std::vector<std::string> names = triton_candidates(L.problem);
+  const std::vector<std::string> names = triton_candidates(l.problem);
   KLAB_REQUIRE(lay.num_algos() == static_cast<int>(names.size()),
                "triton matmul: the launcher links " + std::to_string(lay.num_algos()) + " configurations, " +
                    std::to_string(names.size()) + " named (kTritonNames follows CONFIGS in matmul_triton.py)");
-  const int best = matmul::autotune("triton|" + L.problem.label(), names, L.candidate, 0, launch, L.stream);
+  const int best = autotune("triton|" + l.problem.label(), names, l.candidate, 0, launch, l.stream);
   launch(best);
 #else
-  (void)L;
+  (void)l;
   KLAB_REQUIRE(false, "triton matmul: not built");
 #endif
 }
 
-bool register_all() {
-  klab::register_impl({
-      .op = "matmul",
-      .name = "triton",
-      .summary = "Triton tl.dot, 4 linked tile configs, fastest chosen per shape",
-      .kind = klab::ImplKind::triton,
-      .supports = [](const klab::Problem& p) -> std::string {
-        if (p.dtype != klab::DType::bf16) return "bf16 only (the Triton track of this lesson)";
-        return klab::triton_supported();
-      },
-      .run = run_triton,
-      .candidates = triton_candidates,
-  });
-  return true;
+std::string supports_triton(const klab::Problem& p) {
+  if (p.dtype != klab::DType::bf16) return "bf16 only (the Triton track of this lesson)";
+  return klab::triton_supported();
 }
 
-}  // namespace
+KLAB_REGISTER(klab::register_impl({.op = "matmul", .name = "triton",
+                                   .summary = "Triton tl.dot, 4 linked tile configs, fastest chosen per shape",
+                                   .kind = klab::ImplKind::triton, .supports = supports_triton,
+                                   .run = run_triton, .candidates = triton_candidates}));
 
-KLAB_REGISTER(register_all());
+}  // namespace
+}  // namespace lesson05

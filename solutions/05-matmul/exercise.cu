@@ -1,6 +1,8 @@
 // Lesson 05 — exercise, completed: the shared-memory tiled matmul (fp32).
 // (The learner's copy, with TODOs, is lessons/05-matmul/exercise.cu.)
 //
+//   exercise   op matmul, f32: the kernel matmul_exercise (launcher run_exercise)
+//
 // A 32x32 block of threads computes a 32x32 tile of C = A · B. Walking K in steps of 32,
 // the block copies one 32x32 tile of A and one of B into shared memory, waits for the
 // copy to finish, lets every thread take its dot product over the tile, and waits again
@@ -25,16 +27,16 @@
 
 namespace {
 
-using matmul::a_at;
-using matmul::b_at;
-using matmul::GemmArgs;
+using lesson05::a_at;
+using lesson05::b_at;
+using lesson05::GemmArgs;
 
 template <bool AK, bool BK>
-__global__ void exercise_smem_tiles_kernel(GemmArgs g) {
+__global__ void matmul_exercise(GemmArgs g) {
   constexpr int T = 32;
   __shared__ float s_A[T][T];  // s_A[i][k] = A(m0 + i, k0 + k)
   __shared__ float s_B[T][T];  // s_B[k][j] = B(k0 + k, n0 + j)
-  const auto z = matmul::z_slice<AK, BK, float, float>(g);
+  const auto z = lesson05::z_slice<AK, BK, float, float>(g);
   const int tx = threadIdx.x, ty = threadIdx.y;   // this thread computes C(m0 + ty, n0 + tx)
   const int m0 = blockIdx.y * T, n0 = blockIdx.x * T;
   float acc = 0.f;
@@ -70,32 +72,25 @@ __global__ void exercise_smem_tiles_kernel(GemmArgs g) {
   if (m < g.M && n < g.N) z.C[static_cast<std::int64_t>(m) * g.ldc + n] = acc;
 }
 
-void run_exercise(const klab::Launch& L) {
-  GemmArgs g = matmul::gemm_args(L);
-  if (matmul::empty_output(g)) return;
+void run_exercise(const klab::Launch& l) {
+  GemmArgs g = lesson05::gemm_args(l);
+  if (lesson05::empty_output(g)) return;
   const dim3 grid(static_cast<unsigned>(klab::ceil_div(g.N, 32)), static_cast<unsigned>(klab::ceil_div(g.M, 32)));
-  matmul::dispatch_layout(L.problem.variant, [&]<bool AK, bool BK>() {
-    exercise_smem_tiles_kernel<AK, BK><<<grid, dim3(32, 32), 0, L.stream>>>(g);
+  lesson05::dispatch_layout(l.problem.variant, [&]<bool AK, bool BK>() {
+    matmul_exercise<AK, BK><<<grid, dim3(32, 32), 0, l.stream>>>(g);
   });
   KLAB_CHECK_LAUNCH();
 }
 
-bool register_exercise() {
-  klab::register_impl({
-      .op = "matmul",
-      .name = "exercise",
-      .summary = "your shared-memory tiled matmul (lessons/05-matmul/exercise.cu)",
-      .kind = klab::ImplKind::exercise,
-      .supports = [](const klab::Problem& p) -> std::string {
-        if (p.dtype != klab::DType::f32) return "f32 only (the exercise is the fp32 tiled kernel)";
-        if (klab::ceil_div<std::int64_t>(p.shape[0], 32) > 65535) return "M over 65535·32 (grid y)";
-        return "";
-      },
-      .run = run_exercise,
-  });
-  return true;
+std::string supports_exercise(const klab::Problem& p) {
+  if (p.dtype != klab::DType::f32) return "f32 only (the exercise is the fp32 tiled kernel)";
+  if (klab::ceil_div<std::int64_t>(p.shape[0], 32) > 65535) return "M over 65535·32 (grid y)";
+  return "";
 }
 
-}  // namespace
+KLAB_REGISTER(klab::register_impl({.op = "matmul", .name = "exercise",
+                                   .summary = "your shared-memory tiled matmul (lessons/05-matmul/exercise.cu)",
+                                   .kind = klab::ImplKind::exercise, .supports = supports_exercise,
+                                   .run = run_exercise}));
 
-KLAB_REGISTER(register_exercise());
+}  // namespace

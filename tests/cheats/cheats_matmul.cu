@@ -1,6 +1,6 @@
 // tests/cheats/cheats_matmul.cu — an autotuned cheat fixture on lesson 05's matmul.
 //
-// cheat_autotuned declares two candidates and chooses between them with matmul::autotune,
+// cheat_autotuned declares two candidates and chooses between them with lesson05::autotune,
 // as v8_autotuned and v13_mma_autotuned do:
 //   exact_fast   a real impl (v7_warptiling for f32, v11_mma_pipelined for bf16)
 //   wrong_slow   the same impl twice, then one output element overwritten: more work, so
@@ -41,7 +41,7 @@ __global__ void corrupt_one(T* c, std::int64_t at) {
 
 void run(const klab::Launch& l) {
   const klab::Impl& exact = exact_impl(l.problem);
-  const matmul::Shape s = matmul::shape_of(l.problem);
+  const lesson05::Shape s = lesson05::shape_of(l.problem);
   const std::int64_t last = static_cast<std::int64_t>(s.M) * s.N - 1;
   auto launch = [&](int c) {
     exact.run(l);
@@ -50,7 +50,7 @@ void run(const klab::Launch& l) {
     klab::dispatch_float(l.problem.dtype, [&]<class T>() { corrupt_one<T><<<1, 1, 0, l.stream>>>(l.out[0].as<T>(), last); });
     KLAB_CHECK_LAUNCH();
   };
-  launch(matmul::autotune("cheat|" + l.problem.label(), candidates(l.problem), l.candidate, 0, launch, l.stream));
+  launch(lesson05::autotune("cheat|" + l.problem.label(), candidates(l.problem), l.candidate, 0, launch, l.stream));
 }
 
 }  // namespace

@@ -1,10 +1,9 @@
-// Lesson 05 — matmul on the tensor cores: bf16 inputs, fp32 accumulation, bf16 output.
+// Lesson 05 — matmul on the tensor cores through PTX: bf16 inputs, fp32 accumulation, bf16
+// output. One kernel (matmul_mma_sync), configured by MmaConfig, serves every version here
+// and split-K's bf16 partials (launch_mma_bf16, matmul_splitk.cu: v12_splitk). The WMMA
+// version v9_wmma is matmul_wmma.cu.
 //
-//   v9_wmma            the portable C++ API: a warp loads 16x16 fragments from shared
-//                      memory (wmma::load_matrix_sync) and multiplies them
-//                      (wmma::mma_sync); 128x128x32 block tiles, 8 warps of 64x32, one
-//                      shared-memory stage loaded synchronously
-//   v10_mma_sync       the PTX underneath: ldmatrix (with .trans for M/N-contiguous
+//   v10_mma_sync       the PTX under WMMA: ldmatrix (with .trans for M/N-contiguous
 //                      operands) feeds mma.sync.m16n8k16 directly from registers we
 //                      control; tiles arrive by cp.async (16-byte copies that bypass the
 //                      registers) into a two-stage ring; shared rows are plain, so an
@@ -12,100 +11,70 @@
 //   v11_mma_pipelined  four cp.async stages in flight (three tiles loading while one is
 //                      multiplied), the XOR swizzle that spreads every ldmatrix over all
 //                      32 banks, and a grouped tile order so consecutive blocks share
-//                      their A rows in L2
+//                      their A rows in L2; for ops matmul and matmul_batched
 //   v13_mma_autotuned  v11's pipeline with 64x64 warp tiles (per k16 step a warp issues 8
 //                      ldmatrix for 32 mma; v11: 6 for 16) in four block configurations
 //                      (128x256 with 8 warps, 128x128 with 4 warps and two blocks per SM;
 //                      BK 64 or 32; 3 or 4 stages), the fastest chosen per shape and cached;
 //                      its kernels either copy interior tiles without bounds arithmetic
 //                      or double-buffer the fragments (ldmatrix of step s+1 during the mma
-//                      of step s, and across the barrier)
+//                      of step s, and across the barrier); for ops matmul and matmul_batched
 //
 // Any M, N, K and all three layouts: tiles are zero-filled past M, N and K (cp.async with
 // a source size below 16 fills the rest with zeros), stores are guarded. cp.async needs
 // 16-byte aligned sources: when a row length is not a multiple of 8 elements the same
-// kernel is instantiated with plain loads (ASYNC = false) — correct, slower.
+// kernel is instantiated with plain loads (ASYNC = false) — correct, slower. The cp.async
+// wrappers are klab/device/cp_async.cuh; ldmatrix and mma.sync are wrapped below.
 //
 // The Hopper versions (TMA + wgmma, warp specialisation, persistent) go in a file of their
 // own that registers v14_... impls for the same ops, guarded with __CUDA_ARCH__ >= 900.
 //
-//   klab test 05 --op matmul --dtype bf16
+//   klab test 05 --op matmul,matmul_batched --dtype bf16
 //   klab bench 05 --op matmul --dtype bf16 --variant nt --shape 4096x4096x4096
 #include <cuda_bf16.h>
 #include <cuda_runtime.h>
-#include <mma.h>
 
 #include <cstdint>
 #include <string>
+#include <vector>
 
+#include "klab/device/cp_async.cuh"
 #include "klab/error.hpp"
 #include "klab/kernels.cuh"
 #include "klab/op.hpp"
 #include "matmul.cuh"
 
+namespace lesson05 {
 namespace {
 
 using bf16 = __nv_bfloat16;
-using matmul::GemmArgs;
 using std::int64_t;
 using std::uint32_t;
 
-// ---- PTX wrappers (sm_80+) ------------------------------------------------------------
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ < 800
-#define KLAB_TC_UNSUPPORTED 1
-#endif
-
-__device__ __forceinline__ uint32_t smem_u32(const void* p) {
-  return static_cast<uint32_t>(__cvta_generic_to_shared(p));
-}
-
-// 16-byte global -> shared copy; bytes beyond src_bytes (0..16) are written as zeros.
-__device__ __forceinline__ void cp_async_16(uint32_t dst, const void* src, int src_bytes) {
-#ifndef KLAB_TC_UNSUPPORTED
-  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(dst), "l"(src), "r"(src_bytes));
-#endif
-}
-// The same for a chunk known to be in bounds: no source size, nothing to zero-fill.
-__device__ __forceinline__ void cp_async_16_full(uint32_t dst, const void* src) {
-#ifndef KLAB_TC_UNSUPPORTED
-  asm volatile("cp.async.cg.shared.global [%0], [%1], 16;\n" ::"r"(dst), "l"(src));
-#endif
-}
-__device__ __forceinline__ void cp_async_commit() {
-#ifndef KLAB_TC_UNSUPPORTED
-  asm volatile("cp.async.commit_group;\n" ::);
-#endif
-}
-template <int N>
-__device__ __forceinline__ void cp_async_wait() {  // at most N groups still in flight
-#ifndef KLAB_TC_UNSUPPORTED
-  asm volatile("cp.async.wait_group %0;\n" ::"n"(N));
-#endif
-}
-
+// ---- PTX wrappers (sm_80+; empty below it: KLAB_TC_UNSUPPORTED, matmul.cuh) ----------
 // Four 8x8 b16 matrices; lanes 8i..8i+7 give the row addresses of matrix i. Lane l gets,
 // in register i, row l/4, columns 2(l%4) and 2(l%4)+1 of matrix i (of its transpose with
 // TRANS).
 template <bool TRANS>
-__device__ __forceinline__ void ldmatrix_x4(uint32_t (&r)[4], uint32_t addr) {
+__device__ __forceinline__ void ldmatrix_x4(uint32_t (&r_frag)[4], uint32_t s_addr) {
 #ifndef KLAB_TC_UNSUPPORTED
   if (TRANS)
     asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0, %1, %2, %3}, [%4];\n"
-                 : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3]) : "r"(addr));
+                 : "=r"(r_frag[0]), "=r"(r_frag[1]), "=r"(r_frag[2]), "=r"(r_frag[3]) : "r"(s_addr));
   else
     asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0, %1, %2, %3}, [%4];\n"
-                 : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3]) : "r"(addr));
+                 : "=r"(r_frag[0]), "=r"(r_frag[1]), "=r"(r_frag[2]), "=r"(r_frag[3]) : "r"(s_addr));
 #endif
 }
 
 // D(16x8, f32) += A(16x16, bf16, row) · B(16x8, bf16, col).
-__device__ __forceinline__ void mma_bf16_16816(float (&d)[4], const uint32_t (&a)[4], const uint32_t (&b)[2]) {
+__device__ __forceinline__ void mma_bf16_16816(float (&r_d)[4], const uint32_t (&r_a)[4], const uint32_t (&r_b)[2]) {
 #ifndef KLAB_TC_UNSUPPORTED
   asm volatile(
       "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, "
       "{%0, %1, %2, %3};\n"
-      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
-      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]));
+      : "+f"(r_d[0]), "+f"(r_d[1]), "+f"(r_d[2]), "+f"(r_d[3])
+      : "r"(r_a[0]), "r"(r_a[1]), "r"(r_a[2]), "r"(r_a[3]), "r"(r_b[0]), "r"(r_b[1]));
 #endif
 }
 
@@ -135,8 +104,8 @@ __device__ __forceinline__ uint32_t tile_off(int r, int chunk) {  // bytes from 
 // whose rows are not 16-byte aligned (cp.async needs aligned sources; aligned operands go
 // through AsyncTileCopy below).
 template <int ROWS, int COLS, int NT, bool SWZ>
-__device__ __forceinline__ void load_tile(const bf16* g, int64_t ld, int r0, int c0, int r_lim, int c_lim,
-                                          char* tile, int tid) {
+__device__ __forceinline__ void load_tile(const bf16* g_src, int64_t ld, int r0, int c0, int r_lim, int c_lim,
+                                          char* s_tile, int tid) {
   constexpr int CH = COLS / 8, CHUNKS = ROWS * CH;
   static_assert(CHUNKS % NT == 0, "every thread copies the same number of chunks");
 #pragma unroll
@@ -144,18 +113,19 @@ __device__ __forceinline__ void load_tile(const bf16* g, int64_t ld, int r0, int
     const int c = tid + i * NT, r = c / CH, ch = c % CH;
     const int gr = r0 + r, gc = c0 + ch * 8;
     const bool row_in = gr < r_lim;
-    const bf16* src = g + static_cast<int64_t>(row_in ? gr : 0) * ld + gc;
-    __align__(16) bf16 v[8];
+    const bf16* g_row = g_src + static_cast<int64_t>(row_in ? gr : 0) * ld + gc;
+    __align__(16) bf16 r_v[8];
 #pragma unroll
-    for (int j = 0; j < 8; ++j) v[j] = (row_in && gc + j < c_lim) ? src[j] : __float2bfloat16_rn(0.f);
-    *reinterpret_cast<uint4*>(tile + tile_off<COLS, SWZ>(r, ch)) = *reinterpret_cast<const uint4*>(v);
+    for (int j = 0; j < 8; ++j) r_v[j] = (row_in && gc + j < c_lim) ? g_row[j] : __float2bfloat16_rn(0.f);
+    *reinterpret_cast<uint4*>(s_tile + tile_off<COLS, SWZ>(r, ch)) = *reinterpret_cast<const uint4*>(r_v);
   }
 }
 
 // The cp.async tile copy, with the per-chunk arithmetic done once per thread. Computing
 // every chunk's row, column, 64-bit address, swizzled offset and bounds on every K tile
 // (as load_tile does) costs ~20 instructions per 16-byte copy, more than the tensor-core work
-// they feed at BK = 32 (measured on v11: 6 issued instructions per mma). Here a thread's
+// they feed at BK = 32 (ncu on v11: bound by instruction issue, not by the tensor cores or
+// memory; the README has the counts). Here a thread's
 // chunks of one tile are RSTEP rows apart in the same chunk column, so
 //   - the shared offsets are its first chunk's plus i·RSTEP rows (the swizzle key, a
 //     function of row mod 8, is the same for all: RSTEP is a multiple of 8),
@@ -173,26 +143,26 @@ struct AsyncTileCopy {
   static_assert(!SWZ || RSTEP % 8 == 0, "one swizzle key for all of a thread's chunks");
   static constexpr int KT = K_COLS ? COLS : ROWS;          // the tile's extent along K
 
-  const bf16* src;       // first chunk, K tile 0
+  const bf16* g_src;     // first chunk, K tile 0
   int64_t row_pitch;     // elements between a thread's chunks (RSTEP rows of the operand)
   int64_t k_step;        // elements from one K tile to the next
   uint32_t dst;          // first chunk's byte offset in a tile
   int r, c;              // first chunk's tile row and first column (elements)
   int fixed_bytes[K_COLS ? PER : 1];  // bytes in bounds along X: per chunk, or one for all
 
-  __device__ __forceinline__ AsyncTileCopy(const bf16* g, int64_t ld, int x0, int X, int tid) {
+  __device__ __forceinline__ AsyncTileCopy(const bf16* g_op, int64_t ld, int x0, int X, int tid) {
     r = tid / CH;
     const int ch = tid % CH;
     c = ch * 8;
     dst = tile_off<COLS, SWZ>(r, ch);
     row_pitch = RSTEP * ld;
     if constexpr (K_COLS) {            // rows along X: x0 + r + i·RSTEP; columns along K
-      src = g + static_cast<int64_t>(x0 + r) * ld + c;
+      g_src = g_op + static_cast<int64_t>(x0 + r) * ld + c;
       k_step = KT;
 #pragma unroll
       for (int i = 0; i < PER; ++i) fixed_bytes[i] = x0 + r + i * RSTEP < X ? 16 : 0;
     } else {                           // rows along K; columns along X: x0 + c .. + 7
-      src = g + static_cast<int64_t>(r) * ld + x0 + c;
+      g_src = g_op + static_cast<int64_t>(r) * ld + x0 + c;
       k_step = static_cast<int64_t>(KT) * ld;
       fixed_bytes[0] = 2 * max(0, min(8, X - (x0 + c)));
     }
@@ -200,15 +170,16 @@ struct AsyncTileCopy {
 
   // Copies K tile kt of a block whose tile lies inside the operand and whose K tile is
   // whole: no bounds, no byte counts, one pointer and fixed strides.
-  __device__ __forceinline__ void load_interior(int kt, uint32_t tile) const {
-    const bf16* p = src + kt * k_step;
+  __device__ __forceinline__ void load_interior(int kt, uint32_t s_tile) const {
+    const bf16* g_p = g_src + kt * k_step;
 #pragma unroll
-    for (int i = 0; i < PER; ++i) cp_async_16_full(tile + dst + i * RSTEP * COLS * 2, p + i * row_pitch);
+    for (int i = 0; i < PER; ++i) klab::cp_async_16_full(s_tile + dst + i * RSTEP * COLS * 2, g_p + i * row_pitch);
   }
 
-  // Copies K tile kt into `tile` (a shared address); k_len bounds the tile's K extent.
-  __device__ __forceinline__ void load(int kt, int k_len, uint32_t tile, const bf16* g) const {
-    const bf16* p = src + kt * k_step;
+  // Copies K tile kt into `s_tile` (a shared address); k_len bounds the tile's K extent.
+  // An empty chunk (0 bytes) points its source at g_op, the operand's start: a valid address.
+  __device__ __forceinline__ void load(int kt, int k_len, uint32_t s_tile, const bf16* g_op) const {
+    const bf16* g_p = g_src + kt * k_step;
     const int k0 = kt * KT;
     const bool k_whole = k0 + KT <= k_len;
 #pragma unroll
@@ -218,9 +189,9 @@ struct AsyncTileCopy {
         if constexpr (K_COLS) bytes = bytes ? 2 * max(0, min(8, k_len - (k0 + c))) : 0;
         else bytes = k0 + r + i * RSTEP < k_len ? bytes : 0;
       }
-      const bf16* q = p + i * row_pitch;
-      cp_async_16(tile + dst + i * RSTEP * COLS * 2, bytes ? static_cast<const void*>(q) : static_cast<const void*>(g),
-                  bytes);
+      const bf16* g_q = g_p + i * row_pitch;
+      klab::cp_async_16(s_tile + dst + i * RSTEP * COLS * 2,
+                        bytes ? static_cast<const void*>(g_q) : static_cast<const void*>(g_op), bytes);
     }
   }
 };
@@ -264,125 +235,6 @@ struct FragAddr {
   }
 };
 
-template <class TC>
-__device__ __forceinline__ void store_pair(TC* c, int64_t row_off, int n, int N, float v0, float v1, bool pair_ok) {
-  if (pair_ok && n + 1 < N) {
-    if constexpr (sizeof(TC) == 2)
-      *reinterpret_cast<__nv_bfloat162*>(c + row_off + n) = __floats2bfloat162_rn(v0, v1);
-    else
-      *reinterpret_cast<float2*>(c + row_off + n) = make_float2(v0, v1);
-  } else {
-    if (n < N) c[row_off + n] = klab::from_f32<TC>(v0);
-    if (n + 1 < N) c[row_off + n + 1] = klab::from_f32<TC>(v1);
-  }
-}
-
-// ======================================================================================
-// v9_wmma — 128x128x32 block tile, 8 warps as 2 (M) x 4 (N), each a 64x32 warp tile of
-// 4x2 fragments of 16x16. Shared tiles keep the global layout (+8 elements of padding per
-// row; WMMA's col_major fragments read M/N-contiguous tiles as they are).
-// ======================================================================================
-namespace wmma = nvcuda::wmma;
-
-template <bool AK, bool BK, bool VEC>
-__global__ void __launch_bounds__(256) v9_wmma_kernel(GemmArgs g, bool c_pair) {
-#ifndef KLAB_TC_UNSUPPORTED
-  constexpr int BM = 128, BN = 128, BKT = 32, NT = 256, PAD = 8;
-  constexpr int A_ROWS = AK ? BM : BKT, A_COLS = AK ? BKT : BM;  // tile in A's global layout
-  constexpr int B_ROWS = BK ? BN : BKT, B_COLS = BK ? BKT : BN;
-  constexpr int LDA = A_COLS + PAD, LDB = B_COLS + PAD;          // wmma ldm, elements
-  __shared__ __align__(128) bf16 s_A[A_ROWS * LDA];
-  __shared__ __align__(128) bf16 s_B[B_ROWS * LDB];
-  __shared__ __align__(128) float s_C[8][16 * 16];               // per-warp epilogue staging
-
-  const auto z = matmul::z_slice<AK, BK, bf16, bf16>(g);
-  const int tid = threadIdx.x, warp = tid / 32, lane = tid % 32;
-  const int m0 = blockIdx.y * BM, n0 = blockIdx.x * BN;
-  const int wm0 = (warp / 4) * 64, wn0 = (warp % 4) * 32;
-
-  using ALayout = std::conditional_t<AK, wmma::row_major, wmma::col_major>;
-  using BLayout = std::conditional_t<BK, wmma::col_major, wmma::row_major>;
-  wmma::fragment<wmma::accumulator, 16, 16, 16, float> acc[4][2];
-#pragma unroll
-  for (int i = 0; i < 4; ++i)
-#pragma unroll
-    for (int j = 0; j < 2; ++j) wmma::fill_fragment(acc[i][j], 0.f);
-
-  for (int k0 = 0; k0 < z.k_len; k0 += BKT) {
-    // Padded rows (LDA = A_COLS + 8) through the generic loader: a pitch of LDA elements.
-#pragma unroll
-    for (int i = 0; i < A_ROWS * (A_COLS / 8) / NT; ++i) {
-      const int c = tid + i * NT, r = c / (A_COLS / 8), ch = c % (A_COLS / 8);
-      const int gr = (AK ? m0 : k0) + r, gc = (AK ? k0 : m0) + ch * 8;
-      const int r_lim = AK ? g.M : z.k_len, c_lim = AK ? z.k_len : g.M;
-      const bf16* src = z.A + static_cast<int64_t>(gr < r_lim ? gr : 0) * g.lda + gc;
-      __align__(16) bf16 v[8];
-      if (VEC && gr < r_lim && gc + 7 < c_lim) {
-        *reinterpret_cast<uint4*>(v) = __ldg(reinterpret_cast<const uint4*>(src));
-      } else {
-#pragma unroll
-        for (int j = 0; j < 8; ++j) v[j] = (gr < r_lim && gc + j < c_lim) ? src[j] : __float2bfloat16_rn(0.f);
-      }
-      *reinterpret_cast<uint4*>(&s_A[r * LDA + ch * 8]) = *reinterpret_cast<const uint4*>(v);
-    }
-#pragma unroll
-    for (int i = 0; i < B_ROWS * (B_COLS / 8) / NT; ++i) {
-      const int c = tid + i * NT, r = c / (B_COLS / 8), ch = c % (B_COLS / 8);
-      const int gr = (BK ? n0 : k0) + r, gc = (BK ? k0 : n0) + ch * 8;
-      const int r_lim = BK ? g.N : z.k_len, c_lim = BK ? z.k_len : g.N;
-      const bf16* src = z.B + static_cast<int64_t>(gr < r_lim ? gr : 0) * g.ldb + gc;
-      __align__(16) bf16 v[8];
-      if (VEC && gr < r_lim && gc + 7 < c_lim) {
-        *reinterpret_cast<uint4*>(v) = __ldg(reinterpret_cast<const uint4*>(src));
-      } else {
-#pragma unroll
-        for (int j = 0; j < 8; ++j) v[j] = (gr < r_lim && gc + j < c_lim) ? src[j] : __float2bfloat16_rn(0.f);
-      }
-      *reinterpret_cast<uint4*>(&s_B[r * LDB + ch * 8]) = *reinterpret_cast<const uint4*>(v);
-    }
-    __syncthreads();
-#pragma unroll
-    for (int kk = 0; kk < BKT; kk += 16) {
-      wmma::fragment<wmma::matrix_a, 16, 16, 16, bf16, ALayout> fa[4];
-      wmma::fragment<wmma::matrix_b, 16, 16, 16, bf16, BLayout> fb[2];
-#pragma unroll
-      for (int i = 0; i < 4; ++i) {
-        const int m = wm0 + i * 16;  // (m, k) at row m, column k (row_major) or row k, column m
-        wmma::load_matrix_sync(fa[i], AK ? &s_A[m * LDA + kk] : &s_A[kk * LDA + m], LDA);
-      }
-#pragma unroll
-      for (int j = 0; j < 2; ++j) {
-        const int n = wn0 + j * 16;
-        wmma::load_matrix_sync(fb[j], BK ? &s_B[n * LDB + kk] : &s_B[kk * LDB + n], LDB);
-      }
-#pragma unroll
-      for (int i = 0; i < 4; ++i)
-#pragma unroll
-        for (int j = 0; j < 2; ++j) wmma::mma_sync(acc[i][j], fa[i], fb[j], acc[i][j]);
-    }
-    __syncthreads();
-  }
-
-  // Fragments have no documented element order: stage each through shared memory, then
-  // convert and store with guards.
-  float* stage = s_C[warp];
-#pragma unroll
-  for (int i = 0; i < 4; ++i)
-#pragma unroll
-    for (int j = 0; j < 2; ++j) {
-      wmma::store_matrix_sync(stage, acc[i][j], 16, wmma::mem_row_major);
-      __syncwarp();
-#pragma unroll
-      for (int e = lane * 2; e < 256; e += 64) {
-        const int r = e / 16, c = e % 16;
-        const int m = m0 + wm0 + i * 16 + r, n = n0 + wn0 + j * 16 + c;
-        if (m < g.M) store_pair<bf16>(z.C, static_cast<int64_t>(m) * g.ldc, n, g.N, stage[e], stage[e + 1], c_pair);
-      }
-      __syncwarp();
-    }
-#endif
-}
-
 // ======================================================================================
 // v10_mma_sync (STAGES 2, plain rows), v11_mma_pipelined (STAGES 4, swizzled, grouped tile
 // order) and v13_mma_autotuned: one kernel, configured by MmaConfig. v10/v11 use a
@@ -410,6 +262,7 @@ struct MmaConfig {
   static constexpr int STAGE_BYTES = TILE_BYTES_A + TILE_BYTES_B;
   static constexpr int SMEM_BYTES = STAGES * STAGE_BYTES;
   static_assert(STAGES >= 2, "the ring needs a stage to compute and one to load");
+  static_assert(BM % WARPS_M == 0 && BN % WARPS_N == 0 && NT <= 1024, "warps tile the block; at most 1024 threads");
   static_assert(WM % 16 == 0 && WN % 16 == 0 && BK % 16 == 0, "whole m16 / n16 (two n8) / k16 steps");
   static_assert(SMEM_BYTES <= 227 * 1024, "over the 227 KB a block may use");
   static_assert(!FRAG_DB || (BK / 16) % 2 == 0, "the fragment buffers alternate: step 0 of every tile uses buffer 0");
@@ -421,10 +274,9 @@ using CfgV11 = MmaConfig<128, 128, 32, 2, 4, 4, true, true, 2>;
 // 8 warps and one block per SM or 4 warps and two blocks per SM (one block's barrier waits
 // overlap the other's mma), BK 64 (or 32 with a fourth stage); each with the bound-free
 // copy for interior tiles (INTERIOR), or with double-buffered fragments (FRAG_DB). Both at
-// once need more than 255 registers. Measured by the autotuner at 4096^3 nn: 0.343, 0.343,
-// 0.313 and 0.333 ms in the order below; at 8192^3 2.54, 2.56, 2.40 and 2.49 ms. 128x128
-// blocks with fragment double buffering (0.37 ms) and 128x256 or 256x128 with three stages
-// (0.35, 0.36 ms) were slower.
+// once need more than 255 registers. 128x128 blocks with fragment double buffering and
+// 128x256 or 256x128 with three stages were slower than these four and were dropped (the
+// README has the autotuner's times).
 //                          BM   BN  BK WM WN STG  SWZ   GROUPED MINB FRAG_DB INTERIOR
 using CfgV13a = MmaConfig<128, 256, 64, 2, 4, 4, true, true, 1, true, false>;
 using CfgV13b = MmaConfig<128, 256, 64, 2, 4, 4, true, true, 1, false, true>;
@@ -432,16 +284,16 @@ using CfgV13c = MmaConfig<128, 128, 64, 2, 2, 3, true, true, 2, false, true>;
 using CfgV13d = MmaConfig<128, 128, 32, 2, 2, 4, true, true, 2, false, true>;
 
 template <class Cfg, bool AK, bool BK, bool ASYNC, class TC>
-__global__ void __launch_bounds__(Cfg::NT, Cfg::MIN_BLOCKS) mma_kernel(GemmArgs g, bool c_pair) {
+__global__ void __launch_bounds__(Cfg::NT, Cfg::MIN_BLOCKS) matmul_mma_sync(GemmArgs g, bool c_pair) {
 #ifndef KLAB_TC_UNSUPPORTED
   constexpr int BM = Cfg::BM, BN = Cfg::BN, BKT = Cfg::BK, NT = Cfg::NT, STAGES = Cfg::STAGES;
   constexpr int MI = Cfg::MI, NI = Cfg::NI;
   constexpr bool SWZ = Cfg::SWZ;
   constexpr int A_ROWS = AK ? BM : BKT, A_COLS = AK ? BKT : BM;  // tile in A's global layout
   constexpr int B_ROWS = BK ? BN : BKT, B_COLS = BK ? BKT : BN;
-  extern __shared__ __align__(128) char smem[];                  // STAGES x (A tile, B tile)
+  extern __shared__ __align__(128) char s_stages[];                  // STAGES x (A tile, B tile)
 
-  const auto z = matmul::z_slice<AK, BK, bf16, TC>(g);
+  const auto z = z_slice<AK, BK, bf16, TC>(g);
   const int tid = threadIdx.x, warp = tid / 32, lane = tid % 32;
 
   // Tile order. Row-major order walks all N tiles of one M row before the next, so the B
@@ -465,31 +317,31 @@ __global__ void __launch_bounds__(Cfg::NT, Cfg::MIN_BLOCKS) mma_kernel(GemmArgs 
   // multiple of 16 bytes) through the generic loader with plain loads.
   const AsyncTileCopy<A_ROWS, A_COLS, NT, SWZ, AK> copy_a(z.A, g.lda, m0, g.M, tid);
   const AsyncTileCopy<B_ROWS, B_COLS, NT, SWZ, BK> copy_b(z.B, g.ldb, n0, g.N, tid);
-  const uint32_t smem0 = smem_u32(smem);
+  const uint32_t s_base = klab::smem_u32(s_stages);
   // Most blocks lie inside M and N; for them every whole K tile takes the bound-free copy.
   const bool interior = Cfg::INTERIOR && m0 + BM <= g.M && n0 + BN <= g.N;
   auto load_stage = [&](int kt, int stage) {
     if constexpr (ASYNC) {
-      const uint32_t ta = smem0 + stage * Cfg::STAGE_BYTES;
+      const uint32_t s_ta = s_base + stage * Cfg::STAGE_BYTES;
       if (interior && (kt + 1) * BKT <= z.k_len) {
-        copy_a.load_interior(kt, ta);
-        copy_b.load_interior(kt, ta + Cfg::TILE_BYTES_A);
+        copy_a.load_interior(kt, s_ta);
+        copy_b.load_interior(kt, s_ta + Cfg::TILE_BYTES_A);
       } else {
-        copy_a.load(kt, z.k_len, ta, z.A);
-        copy_b.load(kt, z.k_len, ta + Cfg::TILE_BYTES_A, z.B);
+        copy_a.load(kt, z.k_len, s_ta, z.A);
+        copy_b.load(kt, z.k_len, s_ta + Cfg::TILE_BYTES_A, z.B);
       }
     } else {
-      char* ta = smem + stage * Cfg::STAGE_BYTES;
-      char* tb = ta + Cfg::TILE_BYTES_A;
+      char* s_ta = s_stages + stage * Cfg::STAGE_BYTES;
+      char* s_tb = s_ta + Cfg::TILE_BYTES_A;
       const int k0 = kt * BKT;
-      if (AK) load_tile<A_ROWS, A_COLS, NT, SWZ>(z.A, g.lda, m0, k0, g.M, z.k_len, ta, tid);
-      else    load_tile<A_ROWS, A_COLS, NT, SWZ>(z.A, g.lda, k0, m0, z.k_len, g.M, ta, tid);
-      if (BK) load_tile<B_ROWS, B_COLS, NT, SWZ>(z.B, g.ldb, n0, k0, g.N, z.k_len, tb, tid);
-      else    load_tile<B_ROWS, B_COLS, NT, SWZ>(z.B, g.ldb, k0, n0, z.k_len, g.N, tb, tid);
+      if (AK) load_tile<A_ROWS, A_COLS, NT, SWZ>(z.A, g.lda, m0, k0, g.M, z.k_len, s_ta, tid);
+      else    load_tile<A_ROWS, A_COLS, NT, SWZ>(z.A, g.lda, k0, m0, z.k_len, g.M, s_ta, tid);
+      if (BK) load_tile<B_ROWS, B_COLS, NT, SWZ>(z.B, g.ldb, n0, k0, g.N, z.k_len, s_tb, tid);
+      else    load_tile<B_ROWS, B_COLS, NT, SWZ>(z.B, g.ldb, k0, n0, z.k_len, g.N, s_tb, tid);
     }
   };
 
-  float acc[MI][NI][4] = {};  // (m16 tile, n8 tile, c register)
+  float r_acc[MI][NI][4] = {};  // (m16 tile, n8 tile, c register)
   const int k_tiles = (z.k_len + BKT - 1) / BKT;
 
   // Prologue: STAGES-1 tiles in flight. A group is committed even when empty, so that
@@ -497,64 +349,64 @@ __global__ void __launch_bounds__(Cfg::NT, Cfg::MIN_BLOCKS) mma_kernel(GemmArgs 
 #pragma unroll
   for (int s = 0; s < STAGES - 1; ++s) {
     if (s < k_tiles) load_stage(s, s);
-    cp_async_commit();
+    klab::cp_async_commit();
   }
 
   const int li = lane / 8, lr = lane % 8;  // which 8x8 matrix this lane addresses, which row
   // A fragment: matrix li is m half li % 2, k half li / 2; B: n8 tile li / 2, k half li % 2.
   const FragAddr<A_COLS, SWZ, AK, BKT, MI> frag_a(wm0, li % 2, li / 2, lr);
   const FragAddr<B_COLS, SWZ, BK, BKT, NI / 2> frag_b(wn0, li / 2, li % 2, lr);
-  // One k16 step of fragments from the tile at shared address sa / sb.
-  auto load_frags = [&](uint32_t sa, uint32_t sb, int s, uint32_t (&a)[MI][4], uint32_t (&b)[NI][2]) {
+  // One k16 step of fragments from the tile at shared address s_a / s_b.
+  auto load_frags = [&](uint32_t s_a, uint32_t s_b, int s, uint32_t (&r_a)[MI][4], uint32_t (&r_b)[NI][2]) {
     // Equivalent to tile_off of (row m + lr, chunk k / 8), or (row k + lr, chunk m / 8)
     // for an M-contiguous tile, with m = wm0 + 16 mi + 8 (li % 2), k = 16 s + 8 (li / 2);
     // for B, n = wn0 + 16 nj + 8 (li / 2), k = 16 s + 8 (li % 2).
 #pragma unroll
-    for (int mi = 0; mi < MI; ++mi) ldmatrix_x4<!AK>(a[mi], sa + frag_a.at(mi, s));
+    for (int mi = 0; mi < MI; ++mi) ldmatrix_x4<!AK>(r_a[mi], s_a + frag_a.at(mi, s));
 #pragma unroll
     for (int nj = 0; nj < NI / 2; ++nj) {
-      uint32_t r[4];
-      ldmatrix_x4<!BK>(r, sb + frag_b.at(nj, s));
-      b[2 * nj][0] = r[0], b[2 * nj][1] = r[1], b[2 * nj + 1][0] = r[2], b[2 * nj + 1][1] = r[3];
+      uint32_t r_x4[4];
+      ldmatrix_x4<!BK>(r_x4, s_b + frag_b.at(nj, s));
+      r_b[2 * nj][0] = r_x4[0], r_b[2 * nj][1] = r_x4[1], r_b[2 * nj + 1][0] = r_x4[2], r_b[2 * nj + 1][1] = r_x4[3];
     }
   };
-  auto mma_step = [&](const uint32_t (&a)[MI][4], const uint32_t (&b)[NI][2]) {
+  auto mma_step = [&](const uint32_t (&r_a)[MI][4], const uint32_t (&r_b)[NI][2]) {
 #pragma unroll
     for (int mi = 0; mi < MI; ++mi)
 #pragma unroll
-      for (int ni = 0; ni < NI; ++ni) mma_bf16_16816(acc[mi][ni], a[mi], b[ni]);
+      for (int ni = 0; ni < NI; ++ni) mma_bf16_16816(r_acc[mi][ni], r_a[mi], r_b[ni]);
   };
-  auto stage_a = [&](int kt) { return smem0 + (kt % STAGES) * Cfg::STAGE_BYTES; };
+  auto stage_a = [&](int kt) { return s_base + (kt % STAGES) * Cfg::STAGE_BYTES; };
   constexpr int KS = BKT / 16;  // k16 steps per tile
   // In iteration kt: tile kt+STAGES-1 into the stage of tile kt-1 (read before the barrier
   // that opened the iteration), and the group committed even when empty.
   auto copy_next = [&](int kt) {
     const int next = kt + STAGES - 1;
     if (next < k_tiles) load_stage(next, next % STAGES);
-    cp_async_commit();
+    klab::cp_async_commit();
   };
 
   if constexpr (!Cfg::FRAG_DB) {
     // Where the next tile's copies (into stage kt-1, free since the barrier) are issued.
     // Right after the barrier, the compiler reused their address registers a few
     // instructions later, and the warp waited (long scoreboard) until the queued cp.async
-    // had read them: 19% of the 128x128x32 candidate's stall samples, on that instruction.
-    // With BK >= 64 they go after the tile's last ldmatrix, where only mma follow them
-    // (128x128x64 at 4096^3: 0.338 -> 0.312 ms; half of them one step earlier was no
-    // faster). With BK = 32 that spot cost more than it saved (v11 0.366 -> 0.397 ms,
-    // 128x128x32 0.333 -> 0.349 ms): there they stay first.
+    // had read them: ncu's source-level stall sampling put the largest single share of the
+    // 128x128x32 candidate's stalls on that instruction. With BK >= 64 they go after the
+    // tile's last ldmatrix, where only mma follow them (faster; half of them one step
+    // earlier was no faster). With BK = 32 that spot cost more than it saved (v11 and the
+    // 128x128x32 candidate were slower): there they stay first. Times in the README.
     constexpr int COPY_STEP = KS >= 4 ? KS - 1 : -1;  // -1: before the first ldmatrix
     for (int kt = 0; kt < k_tiles; ++kt) {
-      cp_async_wait<STAGES - 2>();  // tile kt has landed (at most STAGES-2 newer groups pending)
+      klab::cp_async_wait<STAGES - 2>();  // tile kt has landed (at most STAGES-2 newer groups pending)
       __syncthreads();              // ...for every thread's copies; and stage kt-1 is free
       if (COPY_STEP < 0) copy_next(kt);
-      const uint32_t sa = stage_a(kt), sb = sa + Cfg::TILE_BYTES_A;
+      const uint32_t s_a = stage_a(kt), s_b = s_a + Cfg::TILE_BYTES_A;
 #pragma unroll
       for (int s = 0; s < KS; ++s) {
-        uint32_t a[MI][4], b[NI][2];
-        load_frags(sa, sb, s, a, b);
+        uint32_t r_a[MI][4], r_b[NI][2];
+        load_frags(s_a, s_b, s, r_a, r_b);
         if (s == COPY_STEP) copy_next(kt);
-        mma_step(a, b);
+        mma_step(r_a, r_b);
       }
     }
   } else {
@@ -563,30 +415,30 @@ __global__ void __launch_bounds__(Cfg::NT, Cfg::MIN_BLOCKS) mma_kernel(GemmArgs 
     // tile kt, so the next tile's first fragments load behind that step's arithmetic.
     // Stage kt % STAGES is refilled in iteration kt+1, after every read of it (all before
     // the barrier at the end of iteration kt).
-    uint32_t a[2][MI][4], b[2][NI][2];
+    uint32_t r_a[2][MI][4], r_b[2][NI][2];
     if (k_tiles > 0) {
-      cp_async_wait<STAGES - 2>();
+      klab::cp_async_wait<STAGES - 2>();
       __syncthreads();
-      load_frags(stage_a(0), stage_a(0) + Cfg::TILE_BYTES_A, 0, a[0], b[0]);
+      load_frags(stage_a(0), stage_a(0) + Cfg::TILE_BYTES_A, 0, r_a[0], r_b[0]);
     }
     for (int kt = 0; kt < k_tiles; ++kt) {
       copy_next(kt);
-      const uint32_t sa = stage_a(kt), sb = sa + Cfg::TILE_BYTES_A;
+      const uint32_t s_a = stage_a(kt), s_b = s_a + Cfg::TILE_BYTES_A;
 #pragma unroll
       for (int s = 0; s < KS; ++s) {
         if (s + 1 < KS) {
-          load_frags(sa, sb, s + 1, a[(s + 1) % 2], b[(s + 1) % 2]);
+          load_frags(s_a, s_b, s + 1, r_a[(s + 1) % 2], r_b[(s + 1) % 2]);
         } else if (kt + 1 < k_tiles) {
-          cp_async_wait<STAGES - 2>();  // tile kt+1 has landed
+          klab::cp_async_wait<STAGES - 2>();  // tile kt+1 has landed
           __syncthreads();
-          const uint32_t na = stage_a(kt + 1);
-          load_frags(na, na + Cfg::TILE_BYTES_A, 0, a[(s + 1) % 2], b[(s + 1) % 2]);
+          const uint32_t s_na = stage_a(kt + 1);
+          load_frags(s_na, s_na + Cfg::TILE_BYTES_A, 0, r_a[(s + 1) % 2], r_b[(s + 1) % 2]);
         }
-        mma_step(a[s % 2], b[s % 2]);
+        mma_step(r_a[s % 2], r_b[s % 2]);
       }
     }
   }
-  cp_async_wait<0>();  // no copy may still target shared memory when the block exits
+  klab::cp_async_wait<0>();  // no copy may still target shared memory when the block exits
 
   const int gq = lane / 4, tq = lane % 4;
 #pragma unroll
@@ -599,7 +451,7 @@ __global__ void __launch_bounds__(Cfg::NT, Cfg::MIN_BLOCKS) mma_kernel(GemmArgs 
 #pragma unroll
       for (int ni = 0; ni < NI; ++ni) {
         const int n = n0 + wn0 + ni * 8 + tq * 2;
-        store_pair<TC>(z.C, row, n, g.N, acc[mi][ni][2 * h], acc[mi][ni][2 * h + 1], c_pair);
+        store_pair<TC>(z.C, row, n, g.N, r_acc[mi][ni][2 * h], r_acc[mi][ni][2 * h + 1], c_pair);
       }
     }
 #endif
@@ -608,60 +460,43 @@ __global__ void __launch_bounds__(Cfg::NT, Cfg::MIN_BLOCKS) mma_kernel(GemmArgs 
 // ======================================================================================
 // Launchers
 // ======================================================================================
-dim3 grid_for(const GemmArgs& g, int bm, int bn, int batch) {
-  const int64_t gy = klab::ceil_div<int64_t>(g.M, bm), gz = static_cast<int64_t>(batch) * g.splits;
-  KLAB_REQUIRE(gy <= 65535 && gz <= 65535, "matmul: grid y (M tiles) or z (batch x splits) over 65535");
-  return dim3(static_cast<unsigned>(klab::ceil_div<int64_t>(g.N, bn)), static_cast<unsigned>(gy),
-              static_cast<unsigned>(gz));
-}
-
-// Two output elements at once need an even pitch and an aligned base.
-bool pair_ok(const GemmArgs& g, std::size_t elem) {
-  return reinterpret_cast<std::uintptr_t>(g.C) % (2 * elem) == 0 && g.ldc % 2 == 0 && g.sC % 2 == 0;
-}
-
-void run_v9(const klab::Launch& L) {
-  GemmArgs g = matmul::gemm_args(L);
-  if (matmul::empty_output(g)) return;
-  const dim3 grid = grid_for(g, 128, 128, matmul::shape_of(L.problem).batch);
-  const bool vec = matmul::operands_aligned(g, 2, 16), cp = pair_ok(g, 2);
-  matmul::dispatch_layout(L.problem.variant, [&]<bool AK, bool BK>() {
-    if (vec) v9_wmma_kernel<AK, BK, true><<<grid, 256, 0, L.stream>>>(g, cp);
-    else v9_wmma_kernel<AK, BK, false><<<grid, 256, 0, L.stream>>>(g, cp);
-  });
-  KLAB_CHECK_LAUNCH();
-}
-
 template <class Cfg, bool AK, bool BK, bool ASYNC, class TC>
 void launch_mma_inst(const GemmArgs& g, int batch, cudaStream_t s) {
   if (batch == 0) return;  // an empty batch: nothing to write, and a grid with z = 0 is illegal
-  auto kernel = mma_kernel<Cfg, AK, BK, ASYNC, TC>;
+  auto kernel = matmul_mma_sync<Cfg, AK, BK, ASYNC, TC>;
   static bool attr_set = false;  // per instantiation; above 48 KB needs the opt-in
   if (!attr_set) {
     KLAB_CHECK_CUDA(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, Cfg::SMEM_BYTES));
     attr_set = true;
   }
-  kernel<<<grid_for(g, Cfg::BM, Cfg::BN, batch), Cfg::NT, Cfg::SMEM_BYTES, s>>>(g, pair_ok(g, sizeof(TC)));
+  kernel<<<tile_grid(g, Cfg::BM, Cfg::BN, batch), Cfg::NT, Cfg::SMEM_BYTES, s>>>(g, pair_ok(g, sizeof(TC)));
   KLAB_CHECK_LAUNCH();
 }
 
 template <class Cfg, class TC>
 void launch_mma(const GemmArgs& g, const std::string& variant, int batch, cudaStream_t s) {
-  if (matmul::empty_output(g)) return;
-  const bool async = matmul::operands_aligned(g, 2, 16);
-  matmul::dispatch_layout(variant, [&]<bool AK, bool BK>() {
+  if (empty_output(g)) return;
+  const bool async = operands_aligned(g, 2, 16);
+  dispatch_layout(variant, [&]<bool AK, bool BK>() {
     if (async) launch_mma_inst<Cfg, AK, BK, true, TC>(g, batch, s);
     else launch_mma_inst<Cfg, AK, BK, false, TC>(g, batch, s);
   });
 }
 
+// One configuration on a launch of op matmul or matmul_batched, bf16 out.
 template <class Cfg>
-void run_mma(const klab::Launch& L) {
-  launch_mma<Cfg, bf16>(matmul::gemm_args(L), L.problem.variant, matmul::shape_of(L.problem).batch, L.stream);
+void run_mma_config(const klab::Launch& l) {
+  launch_mma<Cfg, bf16>(gemm_args(l), l.problem.variant, shape_of(l.problem).batch, l.stream);
 }
 
+void run_v10_mma_sync(const klab::Launch& l) { run_mma_config<CfgV10>(l); }
+
+// For ops matmul and matmul_batched.
+void run_v11_mma_pipelined(const klab::Launch& l) { run_mma_config<CfgV11>(l); }
+
 using MmaLaunch = void (*)(const klab::Launch&);
-constexpr MmaLaunch kV13Candidates[] = {run_mma<CfgV13a>, run_mma<CfgV13b>, run_mma<CfgV13c>, run_mma<CfgV13d>};
+constexpr MmaLaunch kV13Candidates[] = {run_mma_config<CfgV13a>, run_mma_config<CfgV13b>, run_mma_config<CfgV13c>,
+                                        run_mma_config<CfgV13d>};
 const std::vector<std::string> kV13Names = {"128x256x64/8w/4st/fragdb", "128x256x64/8w/4st/interior",
                                             "128x128x64/4w/3st/2blk/interior", "128x128x32/4w/4st/2blk/interior"};
 
@@ -669,46 +504,47 @@ const std::vector<std::string> kV13Names = {"128x256x64/8w/4st/fragdb", "128x256
 // every shape and layout (each one handles any shape), so no filter.
 std::vector<std::string> v13_candidates(const klab::Problem&) { return kV13Names; }
 
-void run_v13(const klab::Launch& L) {
+// For ops matmul and matmul_batched (the batch is part of the cache key).
+void run_v13_mma_autotuned(const klab::Launch& l) {
   static_assert(sizeof(kV13Candidates) / sizeof(kV13Candidates[0]) == 4, "kV13Names labels every candidate");
-  const std::string key = "mma|" + L.problem.label() + "|" + std::to_string(matmul::shape_of(L.problem).batch);
-  const int best = matmul::autotune(key, v13_candidates(L.problem), L.candidate, 0,
-                                    [&](int c) { kV13Candidates[c](L); }, L.stream);
-  kV13Candidates[best](L);
-}
-
-std::string bf16_tc(const klab::Problem& p) {
-  if (p.dtype != klab::DType::bf16) return "bf16 only (tensor cores); f32 runs on the SIMT ladder";
-  return klab::require_cc(80);
-}
-
-bool register_all() {
-  auto add = [](const char* op, const char* name, const char* summary, void (*run)(const klab::Launch&),
-                std::vector<std::string> (*candidates)(const klab::Problem&) = nullptr) {
-    klab::Impl im{.op = op, .name = name, .summary = summary, .kind = klab::ImplKind::cuda, .supports = bf16_tc,
-                  .run = run};
-    if (candidates) im.candidates = candidates;
-    klab::register_impl(std::move(im));
-  };
-  add("matmul", "v9_wmma", "tensor cores through WMMA 16x16x16 fragments", run_v9);
-  add("matmul", "v10_mma_sync", "ldmatrix + mma.sync m16n8k16, cp.async double buffer", run_mma<CfgV10>);
-  add("matmul", "v11_mma_pipelined", "4 cp.async stages, swizzled shared memory, grouped tile order",
-      run_mma<CfgV11>);
-  add("matmul", "v13_mma_autotuned", "64x64 warp tiles in 4 block configurations, the fastest chosen per shape",
-      run_v13, v13_candidates);
-  add("matmul_batched", "v11_mma_pipelined", "v11 with blockIdx.z over the batch", run_mma<CfgV11>);
-  add("matmul_batched", "v13_mma_autotuned", "v13 with blockIdx.z over the batch", run_v13, v13_candidates);
-  return true;
+  const std::string key = "mma|" + l.problem.label() + "|" + std::to_string(shape_of(l.problem).batch);
+  const int best = autotune(key, v13_candidates(l.problem), l.candidate, 0, [&](int c) { kV13Candidates[c](l); },
+                            l.stream);
+  kV13Candidates[best](l);
 }
 
 }  // namespace
 
-namespace matmul {
-// Used by split-K (fp32 partials) — v11's kernel with blockIdx.z over the K slices.
+// Used by split-K (v12_splitk, fp32 partials) — v11's kernel with blockIdx.z over the K slices.
 void launch_mma_bf16(const GemmArgs& g, const std::string& variant, bool out_f32, cudaStream_t s) {
   if (out_f32) launch_mma<CfgV11, float>(g, variant, 1, s);
   else launch_mma<CfgV11, bf16>(g, variant, 1, s);
 }
-}  // namespace matmul
 
-KLAB_REGISTER(register_all());
+namespace {
+
+// ======================================================================================
+// Registration
+// ======================================================================================
+KLAB_REGISTER(klab::register_impl({.op = "matmul", .name = "v10_mma_sync",
+                                   .summary = "ldmatrix + mma.sync m16n8k16, cp.async double buffer",
+                                   .kind = klab::ImplKind::cuda, .supports = bf16_tc, .run = run_v10_mma_sync}));
+KLAB_REGISTER(klab::register_impl({.op = "matmul", .name = "v11_mma_pipelined",
+                                   .summary = "4 cp.async stages, swizzled shared memory, grouped tile order",
+                                   .kind = klab::ImplKind::cuda, .supports = bf16_tc,
+                                   .run = run_v11_mma_pipelined}));
+KLAB_REGISTER(klab::register_impl({.op = "matmul", .name = "v13_mma_autotuned",
+                                   .summary = "64x64 warp tiles in 4 block configurations, the fastest chosen per shape",
+                                   .kind = klab::ImplKind::cuda, .supports = bf16_tc,
+                                   .run = run_v13_mma_autotuned, .candidates = v13_candidates}));
+KLAB_REGISTER(klab::register_impl({.op = "matmul_batched", .name = "v11_mma_pipelined",
+                                   .summary = "v11 with blockIdx.z over the batch",
+                                   .kind = klab::ImplKind::cuda, .supports = bf16_tc,
+                                   .run = run_v11_mma_pipelined}));
+KLAB_REGISTER(klab::register_impl({.op = "matmul_batched", .name = "v13_mma_autotuned",
+                                   .summary = "v13 with blockIdx.z over the batch",
+                                   .kind = klab::ImplKind::cuda, .supports = bf16_tc,
+                                   .run = run_v13_mma_autotuned, .candidates = v13_candidates}));
+
+}  // namespace
+}  // namespace lesson05
