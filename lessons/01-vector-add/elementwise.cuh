@@ -1,6 +1,7 @@
-// Lesson 01 — the shared pieces of vector_add.cu and elementwise.cu: the op description
-// (inputs, fp64 reference, shapes) that every element-wise op repeats, and the CPU
-// baseline loop.
+// Lesson 01 — the lesson-wide pieces of vector_add.cu and elementwise.cu (namespace
+// lesson01): the op spec (inputs, fp64 reference, shapes) that every element-wise op
+// repeats, where the CPU impl stops, and the launch shape of the grid-stride versions.
+// It registers no impl.
 #pragma once
 
 #include <cmath>

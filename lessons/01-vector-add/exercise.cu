@@ -1,5 +1,8 @@
 // Lesson 01 exercise — write the grid-stride vector add.
 //
+// Impl registered here (op `vector_add`, f32):
+//   exercise       your grid-stride loop, timed against v2_grid_stride
+//
 // Fill in the kernel below so that z[i] = x[i] + y[i] for every i in [0, n), then run
 //
 //     klab check 01
@@ -16,17 +19,19 @@
 //   3. Guard every access with i < n: the last jump usually lands past the end.
 #include <cuda_runtime.h>
 
+#include <string>
+
 #include "klab/kernels.cuh"
 #include "klab/op.hpp"
 
-namespace lesson01_exercise {
+namespace {
 
 __global__ void vector_add_exercise(const float* __restrict__ g_x, const float* __restrict__ g_y,
                                     float* __restrict__ g_z, std::int64_t n) {
   // TODO 1: the grid-stride loop (hints 1-3).
 }
 
-void launch(const klab::Launch& l) {
+void run_exercise(const klab::Launch& l) {
   const std::int64_t n = l.problem.shape[0];
   if (n == 0) return;
   constexpr int kThreads = 256;
@@ -36,11 +41,13 @@ void launch(const klab::Launch& l) {
                                                           l.out[0].as<float>(), n);
 }
 
-KLAB_REGISTER(klab::register_impl({"vector_add", "exercise", "your grid-stride vector add (exercise.cu)",
-                                   klab::ImplKind::exercise,
-                                   [](const klab::Problem& p) {
-                                     return p.dtype == klab::DType::f32 ? std::string() : std::string("the exercise is f32 only");
-                                   },
-                                   {}, launch}));
+std::string exercise_supports(const klab::Problem& p) {
+  return p.dtype == klab::DType::f32 ? std::string() : std::string("the exercise is f32 only");
+}
 
-}  // namespace lesson01_exercise
+}  // namespace
+
+KLAB_REGISTER(klab::register_impl({.op = "vector_add", .name = "exercise",
+                                   .summary = "your grid-stride vector add (exercise.cu)",
+                                   .kind = klab::ImplKind::exercise, .supports = exercise_supports,
+                                   .run = run_exercise}));

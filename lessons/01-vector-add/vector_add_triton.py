@@ -5,8 +5,8 @@ under a mask (the last program's slice runs past n), adds, and stores. The progr
 is widened to 64 bits before it is multiplied by BLOCK, so n may pass 2^31.
 
 Compiled ahead of time by tools/triton_aot.py into vector_add_triton.c/.h (the AOT list
-at the bottom); lessons/01-vector-add/vector_add.cu registers the launchers as the
-`triton` impls of vector_add and gelu.
+at the bottom); vector_add.cu (run_triton) and elementwise.cu (run_gelu_triton) register
+the launchers as the `triton` impls of vector_add and gelu.
 """
 import triton
 import triton.language as tl

@@ -1,6 +1,9 @@
 // Lesson 01 exercise — SOLUTION. Built into klab-solutions only, to prove that the
 // exercise passes `klab check 01` once completed (tests/CMakeLists.txt).
 //
+// Impl registered here (op `vector_add`, f32):
+//   exercise       your grid-stride loop, timed against v2_grid_stride
+//
 // Fill in the kernel below so that z[i] = x[i] + y[i] for every i in [0, n), then run
 //
 //     klab check 01
@@ -17,10 +20,12 @@
 //   3. Guard every access with i < n: the last jump usually lands past the end.
 #include <cuda_runtime.h>
 
+#include <string>
+
 #include "klab/kernels.cuh"
 #include "klab/op.hpp"
 
-namespace lesson01_exercise {
+namespace {
 
 __global__ void vector_add_exercise(const float* __restrict__ g_x, const float* __restrict__ g_y,
                                     float* __restrict__ g_z, std::int64_t n) {
@@ -32,7 +37,7 @@ __global__ void vector_add_exercise(const float* __restrict__ g_x, const float* 
   // end of TODO 1
 }
 
-void launch(const klab::Launch& l) {
+void run_exercise(const klab::Launch& l) {
   const std::int64_t n = l.problem.shape[0];
   if (n == 0) return;
   constexpr int kThreads = 256;
@@ -42,11 +47,13 @@ void launch(const klab::Launch& l) {
                                                           l.out[0].as<float>(), n);
 }
 
-KLAB_REGISTER(klab::register_impl({"vector_add", "exercise", "your grid-stride vector add (exercise.cu)",
-                                   klab::ImplKind::exercise,
-                                   [](const klab::Problem& p) {
-                                     return p.dtype == klab::DType::f32 ? std::string() : std::string("the exercise is f32 only");
-                                   },
-                                   {}, launch}));
+std::string exercise_supports(const klab::Problem& p) {
+  return p.dtype == klab::DType::f32 ? std::string() : std::string("the exercise is f32 only");
+}
 
-}  // namespace lesson01_exercise
+}  // namespace
+
+KLAB_REGISTER(klab::register_impl({.op = "vector_add", .name = "exercise",
+                                   .summary = "your grid-stride vector add (exercise.cu)",
+                                   .kind = klab::ImplKind::exercise, .supports = exercise_supports,
+                                   .run = run_exercise}));
