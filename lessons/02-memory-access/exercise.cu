@@ -1,5 +1,8 @@
 // Lesson 02 exercise — the shared-memory tiled transpose.
 //
+// Impl registered here (op `transpose`, f32 and bf16):
+//   exercise         your shared-memory tiled transpose, timed against v2_smem_tile
+//
 // y (cols x rows) = x (rows x cols)^T, row-major, f32 and bf16. Make both global sides
 // coalesced by staging a 32x32 tile in shared memory:
 //
