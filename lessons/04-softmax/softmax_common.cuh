@@ -1,4 +1,8 @@
-// lessons/04-softmax/softmax_common.cuh — pieces shared by the lesson's kernel files.
+// lessons/04-softmax/softmax_common.cuh — lesson-wide declarations shared by the op specs
+// and the kernel files (namespace lesson04). The device primitives the lesson teaches live in
+// the framework: the online-softmax state and its merges in klab/device/online_softmax.cuh,
+// warp and block sums in klab/device/warp.cuh and block.cuh, 16-byte vectors in
+// klab/device/vec.cuh.
 //
 // The op's shape is {rows, cols}, row-major. Causal masking is folded into one number per
 // launch, `diag`: column j of row r is kept while j <= r + diag, so
@@ -10,17 +14,17 @@
 
 #include <cuda_runtime.h>
 
-#include <cmath>
 #include <cstdint>
 #include <limits>
 #include <string>
+#include <type_traits>
 
+#include "klab/device/vec.cuh"
+#include "klab/error.hpp"
 #include "klab/kernels.cuh"
 #include "klab/op.hpp"
 
-namespace softmax04 {
-
-constexpr unsigned kFull = 0xffffffffu;
+namespace lesson04 {
 
 // The diag of a problem: see the header comment.
 inline std::int64_t diag_of(const klab::Problem& p) {
@@ -34,83 +38,15 @@ __host__ __device__ __forceinline__ std::int64_t row_limit(std::int64_t row, std
   return lim < 0 ? 0 : (lim > cols ? cols : lim);
 }
 
-// The running state of a softmax: the max m seen so far and d = sum of exp(x - m).
-// Two states merge by rescaling both sums to the larger max; the empty state is
-// (-inf, 0), and merging two empty states must not compute exp(-inf - -inf) = NaN.
-struct MD {
-  float m, d;
-};
-
-// 2^x on the special-function unit (MUFU.EX2): one instruction, relative error about 2^-22
-// (PTX ISA, ex2.approx), what Triton's tl.exp compiles to. -inf gives +0; results below
-// 2^-126 flush to 0 (an output that small is below every tolerance's atol anyway).
-__device__ __forceinline__ float ex2_approx(float x) {
-  float y;
-  asm("ex2.approx.ftz.f32 %0, %1;" : "=f"(y) : "f"(x));
-  return y;
-}
-
-// kLog2 = true: the same state in base 2 (v6, v7): m is the max times log2(e) and
-// d = sum of 2^(x * log2(e) - m), so the merge needs ex2 instead of exp.
-template <bool kLog2 = false>
-__device__ __forceinline__ MD md_merge(MD a, MD b) {
-  const float m = fmaxf(a.m, b.m);
-  if (m == -INFINITY) return {m, 0.f};
-  if constexpr (kLog2) return {m, a.d * ex2_approx(a.m - m) + b.d * ex2_approx(b.m - m)};
-  else return {m, a.d * expf(a.m - m) + b.d * expf(b.m - m)};   // exp(-inf - finite) = 0
-}
-
-template <bool kLog2 = false>
-__device__ __forceinline__ MD warp_merge(MD v) {
-#pragma unroll
-  for (int o = 16; o > 0; o >>= 1) {
-    MD other{__shfl_xor_sync(kFull, v.m, o), __shfl_xor_sync(kFull, v.d, o)};
-    v = md_merge<kLog2>(v, other);
-  }
-  return v;   // every lane holds the merge of the whole warp
-}
-
-__device__ __forceinline__ float warp_sum(float v) {
-#pragma unroll
-  for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(kFull, v, o);
-  return v;
-}
-
-// One block's merge of per-thread states, with one barrier: each warp merges its lanes by
-// shuffles, lane 0 parks the result in shared memory, and after the barrier every warp
-// merges the (at most 32) warp results again, so every thread ends up with the block's
-// state and no second barrier or broadcast is needed. s_md holds 32 entries.
-// The caller must __syncthreads() before calling it again with the same s_md.
-template <bool kLog2 = false>
-__device__ __forceinline__ MD block_merge(MD v, MD* s_md) {
-  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
-  const int warps = (blockDim.x + 31) >> 5;
-  v = warp_merge<kLog2>(v);
-  if (lane == 0) s_md[warp] = v;
-  __syncthreads();
-  MD w = lane < warps ? s_md[lane] : MD{-INFINITY, 0.f};
-  return warp_merge<kLog2>(w);
-}
-
-// The same for a plain sum (row_normalize, softmax_bwd).
-__device__ __forceinline__ float block_sum(float v, float* s_part) {
-  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
-  const int warps = (blockDim.x + 31) >> 5;
-  v = warp_sum(v);
-  if (lane == 0) s_part[warp] = v;
-  __syncthreads();
-  return warp_sum(lane < warps ? s_part[lane] : 0.f);
-}
-
-// A 16-byte (or smaller) bundle of elements for vector loads and stores.
-template <class T, int N>
-struct alignas(sizeof(T) * N) Vec {
-  T v[N];
-};
-
-// Elements per 16-byte vector.
+// N elements of T as one bundle: klab::Vec<T, N>, except for the scalar path of bf16 (one
+// 2-byte element), which klab::Vec does not take (it asserts a 4-, 8- or 16-byte access):
+// there a one-element array of T, the same layout and alignment as the T itself.
 template <class T>
-constexpr int kVec16 = static_cast<int>(16 / sizeof(T));
+struct Scalar {
+  T v[1];
+};
+template <class T, int N>
+using Vec = std::conditional_t<(sizeof(T) * N < 4), Scalar<T>, klab::Vec<T, N>>;
 
 // dispatch_float without fp16: the lesson's ops come in fp32 and bf16 only, and leaving
 // fp16 out halves the kernels compiled.
@@ -123,7 +59,26 @@ void dispatch_f32_bf16(klab::DType t, F&& f) {
   }
 }
 
-inline bool aligned16(const void* p) { return (reinterpret_cast<std::uintptr_t>(p) & 15u) == 0; }
+// --- launch arguments shared by the softmax_rows launchers -----------------------------------
+
+struct RowArgs {
+  const void* x;
+  void* y;
+  std::int64_t rows, cols, diag;
+  cudaStream_t stream;
+};
+
+inline RowArgs row_args(const klab::Launch& l) {
+  return {l.in[0].data, l.out[0].data, l.problem.shape[0], l.problem.shape[1], diag_of(l.problem),
+          l.stream};
+}
+
+// Vector width for a launch: 16-byte vectors when every row starts 16-byte aligned.
+template <class T>
+int vec_for(const RowArgs& a) {
+  constexpr int V = klab::kVec16<T>;
+  return (a.cols % V == 0 && klab::aligned16(a.x) && klab::aligned16(a.y)) ? V : 1;
+}
 
 // --- host helpers shared by the op definitions -----------------------------------------------
 
@@ -144,4 +99,4 @@ inline std::string validate_rows_cols(const klab::Problem& p) {
   return "";
 }
 
-}  // namespace softmax04
+}  // namespace lesson04

@@ -3,8 +3,14 @@
 // CUDNN_SOFTMAX_ACCURATE = subtract the max first, CUDNN_SOFTMAX_MODE_INSTANCE over a
 // [rows, cols, 1, 1] NCHW tensor = one softmax per row).
 //
+// Impls registered here (the same impl name for two ops):
+//   cudnn  softmax_rows: cudnnSoftmaxForward (no causal variant: the legacy API has no mask)
+//          softmax_bwd:  cudnnSoftmaxBackward
+//
 // Built with cuDNN only when CMake found it (KLAB_HAVE_CUDNN); the impls are registered
 // either way, and without cuDNN their supports() says why.
+//
+// Run:  klab run 04 --impl v6_exp2,cudnn --shape 8192x8192      klab bench 04 --op softmax_bwd
 #include <cuda_runtime.h>
 
 #include <cstdint>
@@ -63,7 +69,7 @@ struct Desc {
   Desc& operator=(const Desc&) = delete;
 };
 
-void run_cudnn_fwd(const klab::Launch& l) {
+void run_softmax_rows_cudnn(const klab::Launch& l) {
   const Problem& p = l.problem;
   if (p.shape[0] * p.shape[1] == 0) return;         // cuDNN rejects zero-sized tensors
   cudnnHandle_t h = handle_for_current_device();
@@ -74,7 +80,7 @@ void run_cudnn_fwd(const klab::Launch& l) {
                                       &alpha, desc.d, l.in[0].data, &beta, desc.d, l.out[0].data));
 }
 
-void run_cudnn_bwd(const klab::Launch& l) {
+void run_softmax_bwd_cudnn(const klab::Launch& l) {
   const Problem& p = l.problem;
   if (p.shape[0] * p.shape[1] == 0) return;
   cudnnHandle_t h = handle_for_current_device();
@@ -134,27 +140,27 @@ std::string supports_cudnn(const Problem& p, bool backward) {
 std::string supports_cudnn(const Problem&, bool) {
   return "built without cuDNN (CMake found no cudnn_ops.h / libcudnn; see lessons/04-softmax/CMakeLists.txt)";
 }
-void run_cudnn_fwd(const klab::Launch&) { KLAB_REQUIRE(false, "built without cuDNN"); }
-void run_cudnn_bwd(const klab::Launch&) { KLAB_REQUIRE(false, "built without cuDNN"); }
+void run_softmax_rows_cudnn(const klab::Launch&) { KLAB_REQUIRE(false, "built without cuDNN"); }
+void run_softmax_bwd_cudnn(const klab::Launch&) { KLAB_REQUIRE(false, "built without cuDNN"); }
 
 #endif
 
-KLAB_REGISTER(klab::register_impl({
-    .op = "softmax_rows",
-    .name = "cudnn",
-    .summary = "cuDNN cudnnSoftmaxForward (ACCURATE, INSTANCE over [rows, cols, 1, 1])",
-    .kind = klab::ImplKind::vendor,
-    .supports = [](const Problem& p) { return supports_cudnn(p, false); },
-    .run = run_cudnn_fwd,
-}));
+// ============================================================================================
+// Registration
+// ============================================================================================
 
-KLAB_REGISTER(klab::register_impl({
-    .op = "softmax_bwd",
-    .name = "cudnn",
-    .summary = "cuDNN cudnnSoftmaxBackward (ACCURATE, INSTANCE over [rows, cols, 1, 1])",
-    .kind = klab::ImplKind::vendor,
-    .supports = [](const Problem& p) { return supports_cudnn(p, true); },
-    .run = run_cudnn_bwd,
-}));
+KLAB_REGISTER(klab::register_impl({.op = "softmax_rows", .name = "cudnn",
+                                   .summary = "cuDNN cudnnSoftmaxForward (ACCURATE, INSTANCE over "
+                                              "[rows, cols, 1, 1])",
+                                   .kind = klab::ImplKind::vendor,
+                                   .supports = [](const Problem& p) { return supports_cudnn(p, false); },
+                                   .run = run_softmax_rows_cudnn}));
+
+KLAB_REGISTER(klab::register_impl({.op = "softmax_bwd", .name = "cudnn",
+                                   .summary = "cuDNN cudnnSoftmaxBackward (ACCURATE, INSTANCE over "
+                                              "[rows, cols, 1, 1])",
+                                   .kind = klab::ImplKind::vendor,
+                                   .supports = [](const Problem& p) { return supports_cudnn(p, true); },
+                                   .run = run_softmax_bwd_cudnn}));
 
 }  // namespace

@@ -4,7 +4,8 @@ Two kernels, one program per row:
 
   softmax_row_kernel   the whole row in one BLOCK-wide tile (cols <= BLOCK): one read, one
                        write, the max and the sum are `tl.max` / `tl.sum` over the tile.
-                       This is v2_fused/v3_online of softmax.cu in Triton's words.
+                       This is v2_fused/v3_online (softmax_multipass.cu, softmax_online.cu)
+                       in Triton's words.
   softmax_loop_kernel  rows longer than any tile: a first sweep keeps a running (max, sum)
                        per lane (the online softmax, rescaling the sum whenever the max
                        grows), a second sweep re-reads the row and writes. Two reads.
@@ -81,9 +82,10 @@ def softmax_loop_kernel(x_ptr, y_ptr, rows, cols, diag, BLOCK: tl.constexpr):
 
 def _configs():
     out = []
-    # XMASK per dtype, from the H100 measurements in the README: bf16 loads vectors (mask by
-    # cols, 72% -> 102% of copy at 8192 x 8192); fp32 keeps the per-element load mask (at
-    # 4096 x 32768 its scalar loads ran at 98.8% of copy, the vector loads at 85.7%).
+    # XMASK per dtype, from the H100 measurements in the README's triton section: bf16 loads
+    # vectors (masked by cols: a load masked by the run-time limit is not vectorized, and its
+    # 2-byte scalar loads kept bf16 far from copy speed); fp32 keeps the per-element load mask
+    # (at 4096 x 32768 its scalar loads ran faster than the vector loads; not profiled why).
     for ty, tag, xmask in (("fp32", "f32", 1), ("bf16", "bf16", 0)):
         # (name suffix, kernel, BLOCK, num_warps): the C++ side picks the smallest tile that
         # holds the row, and the loop kernel past the largest.

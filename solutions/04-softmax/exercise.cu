@@ -1,7 +1,7 @@
 // Lesson 04 exercise, SOLVED — the two block reductions of a fused softmax.
 // (The completed version of lessons/04-softmax/exercise.cu; built into klab-solutions.)
 //
-// The kernel below is v2_fused of softmax.cu: one block per row, the row cached in
+// The kernel below is v2_fused of softmax_multipass.cu: one block per row, the row cached in
 // registers, one read of x and one write of y. What it lacks are the two reductions that
 // turn each thread's partial result into the row's: the row max and the row sum. Write
 //
@@ -29,7 +29,11 @@
 //   4. Max combines with fmaxf, sum with +. The empty max is -INFINITY (the kernel passes it
 //      for threads that own no column), the empty sum 0.
 //   5. Faster (optional): __shfl_xor_sync reduces a warp without shared memory; then only the
-//      32 warp results go through s_red. softmax_common.cuh's block_merge does this.
+//      32 warp results go through s_red. klab::block_sum (klab/device/block.cuh) does this
+//      for a sum, klab::block_merge (klab/device/online_softmax.cuh) for v3's (max, sum) pairs.
+//
+// Impl registered here (op softmax_rows):
+//   exercise  this file's fused softmax (kernel softmax_rows_exercise, launcher run_exercise)
 #include <cuda_runtime.h>
 
 #include <cmath>
@@ -40,7 +44,7 @@
 #include "klab/op.hpp"
 #include "softmax_common.cuh"
 
-namespace lesson04_exercise {
+namespace {
 
 using i64 = std::int64_t;
 
@@ -84,10 +88,10 @@ __device__ float block_reduce_sum(float v, float* s_red) {
 // causal variant) count as -inf and come out 0.
 template <class T, int CACHE>
 __global__ void __launch_bounds__(1024)
-softmax_exercise(const T* __restrict__ g_x, T* __restrict__ g_y, i64 cols, i64 diag) {
+softmax_rows_exercise(const T* __restrict__ g_x, T* __restrict__ g_y, i64 cols, i64 diag) {
   __shared__ float s_red[1024];
   const i64 row = blockIdx.x;
-  const i64 limit = softmax04::row_limit(row, cols, diag);
+  const i64 limit = lesson04::row_limit(row, cols, diag);
   const T* x = g_x + row * cols;                    // (cols,)
   T* y = g_y + row * cols;
   const int B = blockDim.x;
@@ -124,36 +128,34 @@ softmax_exercise(const T* __restrict__ g_x, T* __restrict__ g_y, i64 cols, i64 d
     y[j] = klab::from_f32<T>(j < limit ? expf(klab::to_f32(x[j]) - shift) * inv : 0.f);
 }
 
-void launch(const klab::Launch& l) {
+void run_exercise(const klab::Launch& l) {
   const i64 rows = l.problem.shape[0], cols = l.problem.shape[1];
   if (rows * cols == 0) return;
-  const i64 diag = softmax04::diag_of(l.problem);
+  const i64 diag = lesson04::diag_of(l.problem);
   int cache = 1;
   while (cache < 16 && cols > 1024 * cache) cache *= 2;
   int threads = 32;                                 // a power of two (hint 1)
   while (threads < 1024 && static_cast<i64>(threads) * cache < cols) threads *= 2;
-  softmax04::dispatch_f32_bf16(l.problem.dtype, [&]<class T>() {
+  lesson04::dispatch_f32_bf16(l.problem.dtype, [&]<class T>() {
     const T* x = l.in[0].as<const T>();
     T* y = l.out[0].as<T>();
     const auto grid = static_cast<unsigned>(rows);
     switch (cache) {
-      case 1: softmax_exercise<T, 1><<<grid, threads, 0, l.stream>>>(x, y, cols, diag); break;
-      case 2: softmax_exercise<T, 2><<<grid, threads, 0, l.stream>>>(x, y, cols, diag); break;
-      case 4: softmax_exercise<T, 4><<<grid, threads, 0, l.stream>>>(x, y, cols, diag); break;
-      case 8: softmax_exercise<T, 8><<<grid, threads, 0, l.stream>>>(x, y, cols, diag); break;
-      default: softmax_exercise<T, 16><<<grid, threads, 0, l.stream>>>(x, y, cols, diag); break;
+      case 1: softmax_rows_exercise<T, 1><<<grid, threads, 0, l.stream>>>(x, y, cols, diag); break;
+      case 2: softmax_rows_exercise<T, 2><<<grid, threads, 0, l.stream>>>(x, y, cols, diag); break;
+      case 4: softmax_rows_exercise<T, 4><<<grid, threads, 0, l.stream>>>(x, y, cols, diag); break;
+      case 8: softmax_rows_exercise<T, 8><<<grid, threads, 0, l.stream>>>(x, y, cols, diag); break;
+      default: softmax_rows_exercise<T, 16><<<grid, threads, 0, l.stream>>>(x, y, cols, diag); break;
     }
     KLAB_CHECK_LAUNCH();
   });
 }
 
-KLAB_REGISTER(klab::register_impl({
-    .op = "softmax_rows",
-    .name = "exercise",
-    .summary = "your fused softmax: block_reduce_max / block_reduce_sum (exercise.cu)",
-    .kind = klab::ImplKind::exercise,
-    .supports = [](const klab::Problem&) { return std::string(); },
-    .run = launch,
-}));
+KLAB_REGISTER(klab::register_impl({.op = "softmax_rows", .name = "exercise",
+                                   .summary = "your fused softmax: block_reduce_max / "
+                                              "block_reduce_sum (exercise.cu)",
+                                   .kind = klab::ImplKind::exercise,
+                                   .supports = [](const klab::Problem&) { return std::string(); },
+                                   .run = run_exercise}));
 
-}  // namespace lesson04_exercise
+}  // namespace

@@ -1,4 +1,6 @@
-// lessons/04-softmax/softmax_more.cu — the two other row ops of the lesson.
+// lessons/04-softmax/row_ops_op.cu — the two other row ops of the lesson: their inputs, CPU
+// references, tolerances, property checks and shapes. No kernel lives here: both ops'
+// v1_block_row is in row_ops_block_row.cu, softmax_bwd's cudnn in softmax_cudnn.cu.
 //
 //   row_normalize  y[r, j] = x[r, j] / sum_k x[r, k]           (positive inputs)
 //   softmax_bwd    dx[r, j] = y[r, j] * (dy[r, j] - sum_k y[r, k] dy[r, k])
@@ -9,22 +11,15 @@
 //                                         = y_i (dy_i - sum_j y_j dy_j).
 // It needs only the forward's output y, not x: training frameworks keep y for this.
 //
-// Versions:
-//   v1_block_row  one block per row, looping over the row twice (sum, then write), 16-byte
-//                 loads when rows are aligned. Any length. The second sweep re-reads the
-//                 row, usually from L2 (the block read it a moment before).
-//   cudnn         softmax_bwd only: cudnnSoftmaxBackward (softmax_cudnn.cu)
-//
 // Run:  klab test 04 --op row_normalize       klab bench 04 --op softmax_bwd
 #include <cuda_runtime.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
-#include <limits>
 #include <string>
 #include <vector>
 
-#include "klab/error.hpp"
 #include "klab/kernels.cuh"
 #include "klab/op.hpp"
 #include "klab/rng.hpp"
@@ -36,10 +31,6 @@ using klab::Problem;
 namespace {
 
 using i64 = std::int64_t;
-
-// ============================================================================================
-// The ops: inputs, CPU references, tolerances, property checks
-// ============================================================================================
 
 // The last shape has 2,147,614,720 elements: row offsets and flat indices pass 2^31 (its
 // 131072 columns take the 16-byte path). Each block's loop over its row repeats from 512
@@ -55,7 +46,7 @@ const std::vector<klab::Dims> kBenchShapes = {{8192, 8192}, {4096, 32768}};
 
 // Positive inputs in [0.01, 1): the sum cannot be 0 and x / sum is in (0, 1].
 void generate_normalize(const Problem& p, std::uint64_t seed, klab::Inputs& in) {
-  klab::fill_uniform(softmax04::input_slot(in, 0, p.dtype, p.shape), klab::derive_seed(seed, 0), 0.01, 1.0);
+  klab::fill_uniform(lesson04::input_slot(in, 0, p.dtype, p.shape), klab::derive_seed(seed, 0), 0.01, 1.0);
 }
 
 klab::Reference reference_normalize(const Problem& p, const klab::Inputs& in) {
@@ -114,7 +105,7 @@ klab::Op make_normalize_op() {
   op.tolerance = tolerance_rows;
   op.properties = properties_normalize;
   op.flops = [](const Problem& p) { return 2.0 * static_cast<double>(klab::numel_of(p.shape)); };
-  op.validate = softmax04::validate_rows_cols;
+  op.validate = lesson04::validate_rows_cols;
   return op;
 }
 
@@ -124,8 +115,8 @@ klab::Op make_normalize_op() {
 // U[-1, 1). The reference uses y as rounded, so it need not sum to exactly 1.
 void generate_bwd(const Problem& p, std::uint64_t seed, klab::Inputs& in) {
   const i64 rows = p.shape[0], cols = p.shape[1];
-  softmax04::input_slot(in, 1, p.dtype, p.shape);   // both first: a resize moves tensors
-  softmax04::input_slot(in, 0, p.dtype, p.shape);
+  lesson04::input_slot(in, 1, p.dtype, p.shape);   // both first: a resize moves tensors
+  lesson04::input_slot(in, 0, p.dtype, p.shape);
   klab::HostTensor& y = in.tensors[0];
   klab::HostTensor& dy = in.tensors[1];
   const std::uint64_t sx = klab::derive_seed(seed, 0);
@@ -189,111 +180,8 @@ klab::Op make_bwd_op() {
   op.reference = reference_bwd;
   op.tolerance = tolerance_bwd;
   op.flops = [](const Problem& p) { return 4.0 * static_cast<double>(klab::numel_of(p.shape)); };
-  op.validate = softmax04::validate_rows_cols;
+  op.validate = lesson04::validate_rows_cols;
   return op;
-}
-
-// ============================================================================================
-// v1_block_row kernels
-// ============================================================================================
-
-constexpr int kThreads = 512;
-
-// Thread t visits vectors t, t + B, ... of its row (coalesced: a warp reads 32 adjacent
-// vectors per step).
-template <class T, int VEC>
-__global__ void __launch_bounds__(kThreads)
-normalize_block_row(const T* __restrict__ g_x, T* __restrict__ g_y, i64 cols) {
-  __shared__ float s_part[32];
-  using V = softmax04::Vec<T, VEC>;
-  const i64 row = blockIdx.x;
-  const V* x = reinterpret_cast<const V*>(g_x + row * cols);   // (cols / VEC,)
-  V* y = reinterpret_cast<V*>(g_y + row * cols);
-  const i64 nv = cols / VEC;
-  float r_s = 0.f;
-  for (i64 v = threadIdx.x; v < nv; v += kThreads) {
-    const V a = x[v];
-#pragma unroll
-    for (int i = 0; i < VEC; ++i) r_s += klab::to_f32(a.v[i]);
-  }
-  const float s = softmax04::block_sum(r_s, s_part);
-  const float inv = 1.f / s;   // positive inputs: s > 0 whenever cols > 0
-  for (i64 v = threadIdx.x; v < nv; v += kThreads) {
-    const V a = x[v];
-    V b;
-#pragma unroll
-    for (int i = 0; i < VEC; ++i) b.v[i] = klab::from_f32<T>(klab::to_f32(a.v[i]) * inv);
-    y[v] = b;
-  }
-}
-
-template <class T, int VEC>
-__global__ void __launch_bounds__(kThreads)
-softmax_bwd_block_row(const T* __restrict__ g_y, const T* __restrict__ g_dy, T* __restrict__ g_dx,
-                      i64 cols) {
-  __shared__ float s_part[32];
-  using V = softmax04::Vec<T, VEC>;
-  const i64 row = blockIdx.x;
-  const V* y = reinterpret_cast<const V*>(g_y + row * cols);    // (cols / VEC,)
-  const V* dy = reinterpret_cast<const V*>(g_dy + row * cols);
-  V* dx = reinterpret_cast<V*>(g_dx + row * cols);
-  const i64 nv = cols / VEC;
-  float r_s = 0.f;
-  for (i64 v = threadIdx.x; v < nv; v += kThreads) {
-    const V a = y[v], b = dy[v];
-#pragma unroll
-    for (int i = 0; i < VEC; ++i) r_s += klab::to_f32(a.v[i]) * klab::to_f32(b.v[i]);
-  }
-  const float s = softmax04::block_sum(r_s, s_part);   // sum_k y_k dy_k
-  for (i64 v = threadIdx.x; v < nv; v += kThreads) {
-    const V a = y[v], b = dy[v];
-    V c;
-#pragma unroll
-    for (int i = 0; i < VEC; ++i)
-      c.v[i] = klab::from_f32<T>(klab::to_f32(a.v[i]) * (klab::to_f32(b.v[i]) - s));
-    dx[v] = c;
-  }
-}
-
-// ============================================================================================
-// Launchers
-// ============================================================================================
-
-template <class T>
-bool vec_ok(i64 cols, std::initializer_list<const void*> ptrs) {
-  if (cols % softmax04::kVec16<T> != 0) return false;
-  for (const void* p : ptrs)
-    if (!softmax04::aligned16(p)) return false;
-  return true;
-}
-
-void run_normalize(const klab::Launch& l) {
-  const i64 rows = l.problem.shape[0], cols = l.problem.shape[1];
-  if (rows * cols == 0) return;
-  softmax04::dispatch_f32_bf16(l.problem.dtype, [&]<class T>() {
-    const T* x = l.in[0].as<const T>();
-    T* y = l.out[0].as<T>();
-    const auto grid = static_cast<unsigned>(rows);
-    constexpr int V = softmax04::kVec16<T>;
-    if (vec_ok<T>(cols, {x, y})) normalize_block_row<T, V><<<grid, kThreads, 0, l.stream>>>(x, y, cols);
-    else normalize_block_row<T, 1><<<grid, kThreads, 0, l.stream>>>(x, y, cols);
-    KLAB_CHECK_LAUNCH();
-  });
-}
-
-void run_bwd(const klab::Launch& l) {
-  const i64 rows = l.problem.shape[0], cols = l.problem.shape[1];
-  if (rows * cols == 0) return;
-  softmax04::dispatch_f32_bf16(l.problem.dtype, [&]<class T>() {
-    const T* y = l.in[0].as<const T>();
-    const T* dy = l.in[1].as<const T>();
-    T* dx = l.out[0].as<T>();
-    const auto grid = static_cast<unsigned>(rows);
-    constexpr int V = softmax04::kVec16<T>;
-    if (vec_ok<T>(cols, {y, dy, dx})) softmax_bwd_block_row<T, V><<<grid, kThreads, 0, l.stream>>>(y, dy, dx, cols);
-    else softmax_bwd_block_row<T, 1><<<grid, kThreads, 0, l.stream>>>(y, dy, dx, cols);
-    KLAB_CHECK_LAUNCH();
-  });
 }
 
 // ============================================================================================
@@ -302,23 +190,5 @@ void run_bwd(const klab::Launch& l) {
 
 KLAB_REGISTER(klab::register_op(make_normalize_op()));
 KLAB_REGISTER(klab::register_op(make_bwd_op()));
-
-KLAB_REGISTER(klab::register_impl({
-    .op = "row_normalize",
-    .name = "v1_block_row",
-    .summary = "one block per row: sum sweep, block reduction, write sweep (16-byte loads)",
-    .kind = klab::ImplKind::cuda,
-    .supports = [](const Problem&) { return std::string(); },
-    .run = run_normalize,
-}));
-
-KLAB_REGISTER(klab::register_impl({
-    .op = "softmax_bwd",
-    .name = "v1_block_row",
-    .summary = "one block per row: sum(y * dy) sweep, block reduction, write sweep",
-    .kind = klab::ImplKind::cuda,
-    .supports = [](const Problem&) { return std::string(); },
-    .run = run_bwd,
-}));
 
 }  // namespace
