@@ -38,15 +38,9 @@ __host__ __device__ __forceinline__ std::int64_t row_limit(std::int64_t row, std
   return lim < 0 ? 0 : (lim > cols ? cols : lim);
 }
 
-// N elements of T as one bundle: klab::Vec<T, N>, except for the scalar path of bf16 (one
-// 2-byte element), which klab::Vec does not take (it asserts a 4-, 8- or 16-byte access):
-// there a one-element array of T, the same layout and alignment as the T itself.
-template <class T>
-struct Scalar {
-  T v[1];
-};
+// N elements of T as one bundle, one access (klab/device/vec.cuh).
 template <class T, int N>
-using Vec = std::conditional_t<(sizeof(T) * N < 4), Scalar<T>, klab::Vec<T, N>>;
+using Vec = klab::Vec<T, N>;
 
 // dispatch_float without fp16: the lesson's ops come in fp32 and bf16 only, and leaving
 // fp16 out halves the kernels compiled.

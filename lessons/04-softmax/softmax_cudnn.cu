@@ -33,13 +33,6 @@ namespace {
 
 #if KLAB_HAVE_CUDNN
 
-#define L04_CHECK_CUDNN(call)                                                             \
-  do {                                                                                    \
-    const cudnnStatus_t st_ = (call);                                                     \
-    if (st_ != CUDNN_STATUS_SUCCESS)                                                      \
-      ::klab::throw_error(cudnnGetErrorString(st_), #call, __FILE__, __LINE__);           \
-  } while (0)
-
 // One handle per device, made on first use (cudnnCreate is slow: outside the timed region,
 // which starts after warm-up). Never destroyed: it lives as long as the process.
 cudnnHandle_t handle_for_current_device() {
@@ -47,7 +40,7 @@ cudnnHandle_t handle_for_current_device() {
   int dev = 0;
   KLAB_CHECK_CUDA(cudaGetDevice(&dev));
   KLAB_REQUIRE(dev >= 0 && dev < 64, "cudnn: device index out of range");
-  if (!handles[dev]) L04_CHECK_CUDNN(cudnnCreate(&handles[dev]));
+  if (!handles[dev]) KLAB_CHECK_CUDNN(cudnnCreate(&handles[dev]));
   return handles[dev];
 }
 
@@ -59,8 +52,8 @@ cudnnDataType_t cudnn_type(DType t) {
 struct Desc {
   cudnnTensorDescriptor_t d = nullptr;
   Desc(const Problem& p) {
-    L04_CHECK_CUDNN(cudnnCreateTensorDescriptor(&d));
-    L04_CHECK_CUDNN(cudnnSetTensor4dDescriptor(d, CUDNN_TENSOR_NCHW, cudnn_type(p.dtype),
+    KLAB_CHECK_CUDNN(cudnnCreateTensorDescriptor(&d));
+    KLAB_CHECK_CUDNN(cudnnSetTensor4dDescriptor(d, CUDNN_TENSOR_NCHW, cudnn_type(p.dtype),
                                                static_cast<int>(p.shape[0]),
                                                static_cast<int>(p.shape[1]), 1, 1));
   }
@@ -73,10 +66,10 @@ void run_softmax_rows_cudnn(const klab::Launch& l) {
   const Problem& p = l.problem;
   if (p.shape[0] * p.shape[1] == 0) return;         // cuDNN rejects zero-sized tensors
   cudnnHandle_t h = handle_for_current_device();
-  L04_CHECK_CUDNN(cudnnSetStream(h, l.stream));
+  KLAB_CHECK_CUDNN(cudnnSetStream(h, l.stream));
   Desc desc(p);
   const float alpha = 1.f, beta = 0.f;              // float scaling factors for f32 and bf16
-  L04_CHECK_CUDNN(cudnnSoftmaxForward(h, CUDNN_SOFTMAX_ACCURATE, CUDNN_SOFTMAX_MODE_INSTANCE,
+  KLAB_CHECK_CUDNN(cudnnSoftmaxForward(h, CUDNN_SOFTMAX_ACCURATE, CUDNN_SOFTMAX_MODE_INSTANCE,
                                       &alpha, desc.d, l.in[0].data, &beta, desc.d, l.out[0].data));
 }
 
@@ -84,10 +77,10 @@ void run_softmax_bwd_cudnn(const klab::Launch& l) {
   const Problem& p = l.problem;
   if (p.shape[0] * p.shape[1] == 0) return;
   cudnnHandle_t h = handle_for_current_device();
-  L04_CHECK_CUDNN(cudnnSetStream(h, l.stream));
+  KLAB_CHECK_CUDNN(cudnnSetStream(h, l.stream));
   Desc desc(p);
   const float alpha = 1.f, beta = 0.f;
-  L04_CHECK_CUDNN(cudnnSoftmaxBackward(h, CUDNN_SOFTMAX_ACCURATE, CUDNN_SOFTMAX_MODE_INSTANCE,
+  KLAB_CHECK_CUDNN(cudnnSoftmaxBackward(h, CUDNN_SOFTMAX_ACCURATE, CUDNN_SOFTMAX_MODE_INSTANCE,
                                        &alpha, desc.d, l.in[0].data, desc.d, l.in[1].data, &beta,
                                        desc.d, l.out[0].data));
 }
@@ -107,7 +100,7 @@ std::string probe(bool backward, DType t) {
     KLAB_CHECK_CUDA(cudaMalloc(&buf, 64));
     KLAB_CHECK_CUDA(cudaMemset(buf, 0, 64));
     cudnnHandle_t h = handle_for_current_device();
-    L04_CHECK_CUDNN(cudnnSetStream(h, nullptr));
+    KLAB_CHECK_CUDNN(cudnnSetStream(h, nullptr));
     Desc desc(p);
     const float alpha = 1.f, beta = 0.f;
     char* c = static_cast<char*>(buf);

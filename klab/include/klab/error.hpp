@@ -55,6 +55,14 @@ void check_last_launch(const char* file, int line);
     ::klab::check_cublas(static_cast<int>(call), #call, __FILE__, __LINE__); \
   } while (0)
 
+// cuDNN (cudnnStatus_t). It expands where it is used, so this header needs no cudnn.h.
+#define KLAB_CHECK_CUDNN(call)                                                  \
+  do {                                                                          \
+    const auto klab_st_ = (call);                                               \
+    if (klab_st_ != CUDNN_STATUS_SUCCESS)                                       \
+      ::klab::throw_error(cudnnGetErrorString(klab_st_), #call, __FILE__, __LINE__); \
+  } while (0)
+
 // After every <<<...>>> launch: catches bad configurations (too many threads, too much
 // shared memory) at the launch that caused them, not at the next synchronisation.
 #define KLAB_CHECK_LAUNCH()                          \

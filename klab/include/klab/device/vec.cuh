@@ -7,11 +7,12 @@
 namespace klab {
 
 // N elements of T as one aligned bundle: a load or store of a whole Vec is one vector
-// instruction when sizeof(T) * N is 4, 8 or 16 bytes and the address is aligned to it.
+// instruction when sizeof(T) * N is 2, 4, 8 or 16 bytes and the address is aligned to it
+// (2 bytes: the scalar path of a 16-bit type, one element per access).
 template <class T, int N>
 struct alignas(sizeof(T) * N) Vec {
-  static_assert(sizeof(T) * N == 4 || sizeof(T) * N == 8 || sizeof(T) * N == 16,
-                "a vector access moves 4, 8 or 16 bytes");
+  static_assert(sizeof(T) * N == 2 || sizeof(T) * N == 4 || sizeof(T) * N == 8 || sizeof(T) * N == 16,
+                "one access moves 2, 4, 8 or 16 bytes");
   T v[N];
 };
 
