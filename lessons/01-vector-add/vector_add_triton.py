@@ -30,9 +30,8 @@ def gelu_kernel(x_ptr, y_ptr, n, BLOCK: tl.constexpr):
     mask = offs < n
     x = tl.load(x_ptr + offs, mask=mask).to(tl.float32)
     # gelu(x) = 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))), with CUDA's tanhf from
-    # libdevice. (Written as x / (1 + exp(-2u)) it ran at 57% of the copy bandwidth at 2^28
-    # f32 on the H100, 2026-11-22: Triton's `/` is an IEEE division, far costlier than
-    # tanhf's polynomial.)
+    # libdevice. (Written as x / (1 + exp(-2u)) it ran well below the copy bandwidth:
+    # Triton's `/` is an IEEE division, far costlier than tanhf's polynomial.)
     u = 0.7978845608028654 * (x + 0.044715 * x * x * x)
     y = 0.5 * x * (1.0 + libdevice.tanh(u))
     tl.store(y_ptr + offs, y.to(y_ptr.dtype.element_ty), mask=mask)
