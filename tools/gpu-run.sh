@@ -3,15 +3,48 @@
 # (when asked) compute-sanitizer, writing everything under $OUT.
 #
 #   tools/gpu-run.sh [phases] [-- lessons...]
-#   phases: build doctor test bench exercises memcheck racecheck initcheck synccheck
-#           (default: build doctor test bench exercises)
+#   phases: build doctor test bench exercises gpuctest compare memcheck racecheck initcheck
+#           synccheck (default: build doctor test bench exercises)
+#     exercises  the exercise proofs (ctest gpu.exercise*)
+#     gpuctest   every GPU ctest but gpu.test.* (which `test` covers): exercise and TODO
+#                proofs, the cheat fixtures, the CLI's GPU checks, the cuBLAS bf16 check
+#     compare    benches the tree in $BASELINE_DIR (built into build-baseline) and this one,
+#                lesson by lesson in the same session, and runs tools/bench_compare.py on
+#                each pair (BENCH_TOL, default 0.03): for a refactor that must keep speed
 #   env:    OUT (default ./out), JOBS (default nproc), KLAB_BENCH_ARGS, KLAB_TEST_ARGS,
-#           PHASE_TIMEOUT (seconds per phase, default 540), ONLY_LESSONS (build only these)
+#           PHASE_TIMEOUT (seconds per phase, default 540), ONLY_LESSONS (build only these),
+#           BASELINE_DIR (for compare: a source tree, e.g. `git archive <commit>` unpacked
+#           into an ignored folder that the device call carries)
+#
+#   Longer than one device call allows (10 minutes)? Detach, then wait in later calls:
+#   tools/gpu-run.sh --detach [phases] [-- lessons...]   starts the run in the background
+#                                                        (its own session: it outlives the call)
+#   tools/gpu-run.sh --wait SECONDS                      waits for it at most SECONDS, then
+#                                                        copies what it wrote so far to $OUT
+#   The machine must stay warm between calls (its idle limit is short): call again at once.
 #
 # The GPU machine has no network: CMake finds CLI11, nlohmann-json, fmt and GoogleTest in
 # the image, or in .deps/ (Debian packages unpacked there and carried with the call).
 set -uo pipefail
 cd "$(dirname "$0")/.."
+DETACHED=/tmp/klab-gpu-run   # a detached run's results, on the GPU machine's disk
+if [ "${1:-}" = "--detach" ]; then
+  shift
+  rm -rf "$DETACHED"; mkdir -p "$DETACHED"
+  OUT="$DETACHED" setsid nohup "$0" "$@" > "$DETACHED/run.log" 2>&1 < /dev/null &
+  echo "gpu-run: detached (pid $!); results collect in $DETACHED; call: tools/gpu-run.sh --wait SECONDS"
+  exit 0
+fi
+if [ "${1:-}" = "--wait" ]; then
+  [ -d "$DETACHED" ] || { echo "gpu-run: no detached run on this machine"; exit 2; }
+  end=$((SECONDS + ${2:-540}))
+  while [ $SECONDS -lt "$end" ] && [ ! -f "$DETACHED/finished" ]; do sleep 5; done
+  cat "$DETACHED/summary.txt" 2>/dev/null
+  if [ -f "$DETACHED/finished" ]; then echo "gpu-run: finished, exit $(cat "$DETACHED/finished")"
+  else echo "gpu-run: still running (tail of its log below); call --wait again at once"; tail -5 "$DETACHED/run.log"; fi
+  [ -n "${OUT:-}" ] && tar czf "$OUT/gpu-run.tgz" -C "$DETACHED" . && echo "gpu-run: results in \$OUT/gpu-run.tgz"
+  exit 0
+fi
 OUT=${OUT:-$PWD/out}
 mkdir -p "$OUT"
 JOBS=${JOBS:-$(nproc)}
@@ -39,18 +72,22 @@ run_phase() {  # name, log file, command...
   return $rc
 }
 
+# What the build phases need: the C++ packages in .deps/ if the image lacks them, the Python
+# that has Triton, the lessons to build.
+prefix=""
+[ -d .deps/usr ] && prefix="-DCMAKE_PREFIX_PATH=$PWD/.deps/usr"
+py=python3
+[ -x /opt/torch/.venv/bin/python3 ] && py=/opt/torch/.venv/bin/python3
+only=$(echo "${ONLY_LESSONS:-}" | tr ' ,' ';;')
+
 if has build; then
-  prefix=""
-  [ -d .deps/usr ] && prefix="-DCMAKE_PREFIX_PATH=$PWD/.deps/usr"
-  py=python3
-  [ -x /opt/torch/.venv/bin/python3 ] && py=/opt/torch/.venv/bin/python3
   # ONLY_LESSONS="04 05" builds just those lessons (a faster iteration); the unit tests are
   # not built here (CI runs them), klab-solutions only when the exercise proof is asked for.
-  only=$(echo "${ONLY_LESSONS:-}" | tr ' ,' ';;')
   targets="--target klab"
   has exercises && targets="--target klab --target klab-solutions"
+  has gpuctest && targets=""   # everything: the TODO variants, klab-cheats, the unit tests
   run_phase build "$OUT/build.log" bash -c "cmake -S . -B build -G Ninja -DCMAKE_BUILD_TYPE=Release -DKLAB_PYTHON=$py -DKLAB_LESSONS='$only' $prefix && cmake --build build -j $JOBS $targets" \
-    || { tail -40 "$OUT/build.log"; exit 1; }
+    || { tail -40 "$OUT/build.log"; echo 1 > "$OUT/finished"; exit 1; }
 fi
 
 K=./build/klab
@@ -78,6 +115,27 @@ if has bench; then per_lesson bench bench "${BENCH_TIMEOUT:-$PHASE_TIMEOUT}" ${K
 if has exercises; then
   run_phase exercises "$OUT/exercises.txt" ctest --test-dir build -R 'gpu.exercise' --output-on-failure
 fi
+if has gpuctest; then
+  T=${GPUCTEST_TIMEOUT:-1800} run_phase gpuctest "$OUT/gpuctest.txt" \
+    ctest --test-dir build -L gpu -E '^gpu[.]test[.]' --output-on-failure
+fi
+if has compare; then
+  if [ ! -d "${BASELINE_DIR:-}" ]; then note "phase compare: BASELINE_DIR is not a directory"; failed=1
+  else
+  run_phase "compare build" "$OUT/baseline-build.log" bash -c "cmake -S '$BASELINE_DIR' -B build-baseline -G Ninja -DCMAKE_BUILD_TYPE=Release -DKLAB_PYTHON=$py -DKLAB_LESSONS='$only' -DKLAB_BUILD_TESTS=OFF -DKLAB_BUILD_SOLUTIONS=OFF $prefix && cmake --build build-baseline -j $JOBS --target klab"
+  ids=("${lessons[@]}"); [ ${#ids[@]} -eq 0 ] && ids=($($K list | grep -Eo '^[0-9]{2}'))
+  for id in "${ids[@]}"; do
+    # The same lesson back to back, baseline first: both see the same clocks and temperature.
+    T=${BENCH_TIMEOUT:-$PHASE_TIMEOUT} run_phase "compare $id before" "$OUT/compare-$id-before.txt" \
+      ./build-baseline/klab bench "$id" --json "$OUT/compare-$id-before.json" ${KLAB_BENCH_ARGS:-}
+    T=${BENCH_TIMEOUT:-$PHASE_TIMEOUT} run_phase "compare $id after" "$OUT/compare-$id-after.txt" \
+      $K bench "$id" --json "$OUT/compare-$id-after.json" ${KLAB_BENCH_ARGS:-}
+    run_phase "compare $id" "$OUT/compare-$id.txt" python3 tools/bench_compare.py --quiet \
+      --tol "${BENCH_TOL:-0.03}" "$OUT/compare-$id-before.json" "$OUT/compare-$id-after.json"
+    tail -1 "$OUT/compare-$id.txt" | tee -a "$summary"
+  done
+  fi
+fi
 for tool in memcheck racecheck initcheck synccheck; do
   if has $tool; then
     # Small shapes only: the sanitizer slows kernels down by orders of magnitude.
@@ -88,4 +146,5 @@ for tool in memcheck racecheck initcheck synccheck; do
 done
 echo "---- summary"; cat "$summary"
 for f in test.txt bench.txt; do [ -f "$OUT/$f" ] && { echo "---- tail $f"; tail -25 "$OUT/$f"; }; done
+echo "$failed" > "$OUT/finished"   # what a detached run's --wait looks for
 exit $failed  # non-zero when any phase failed (the loop above must not decide it)
