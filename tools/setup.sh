@@ -1,12 +1,14 @@
 #!/usr/bin/env bash
 # Set-up that `make` runs before building; safe to run again (it only does what is missing).
 #   tools/setup.sh deps   C++ packages from the distribution (CLI11, nlohmann-json, fmt,
-#                         GoogleTest, ninja); installs them with apt-get when run as root
+#                         GoogleTest, ninja); installs them with apt-get when run as root;
+#                         then checks for the CUDA toolkit (nvcc 12.5 or newer)
 #   tools/setup.sh venv   .venv with triton==3.6.0 from PyPI for the ahead-of-time compile;
 #                         when that fails the build goes on without the Triton impls
 set -uo pipefail
 cd "$(dirname "$0")/.."
 TRITON_VERSION=3.6.0
+CUDA_MIN=12.5
 
 deps() {
   local missing=()
@@ -16,17 +18,33 @@ deps() {
   [ -f /usr/include/gtest/gtest.h ] || missing+=(libgtest-dev)
   command -v ninja >/dev/null || missing+=(ninja-build)
   command -v cmake >/dev/null || missing+=(cmake)
-  [ ${#missing[@]} -eq 0 ] && return 0
-  if [ "$(id -u)" -eq 0 ] && command -v apt-get >/dev/null; then
-    echo "setup: installing ${missing[*]}"
-    export DEBIAN_FRONTEND=noninteractive
-    apt-get update -qq && apt-get install -y -qq "${missing[@]}" >/dev/null || { echo "setup: apt-get install failed"; exit 1; }
-  else
-    echo "setup: missing packages: ${missing[*]} (install them with your package manager, e.g. sudo apt-get install ${missing[*]})"
+  if [ ${#missing[@]} -gt 0 ]; then
+    if [ "$(id -u)" -eq 0 ] && command -v apt-get >/dev/null; then
+      echo "setup: installing ${missing[*]}"
+      export DEBIAN_FRONTEND=noninteractive
+      apt-get update -qq && apt-get install -y -qq "${missing[@]}" >/dev/null || { echo "setup: apt-get install failed"; exit 1; }
+    else
+      echo "setup: missing packages: ${missing[*]} (install them with your package manager, e.g. sudo apt-get install ${missing[*]})"
+      exit 1
+    fi
+  fi
+  toolkit
+}
+
+# The CUDA toolkit: 12.5 or newer (klab/src/cuda_driver_shim.cpp calls
+# cudaGetDriverEntryPointByVersion, new in 12.5). Building needs no GPU; docs/no-gpu.md.
+toolkit() {
+  local nvcc
+  nvcc=$(command -v nvcc || { [ -x /usr/local/cuda/bin/nvcc ] && echo /usr/local/cuda/bin/nvcc; })
+  if [ -z "$nvcc" ]; then
+    echo "setup: the CUDA toolkit (nvcc) is required to build, even without a GPU; install CUDA $CUDA_MIN or newer (docs/no-gpu.md)"
     exit 1
   fi
-  if ! command -v nvcc >/dev/null && [ ! -x /usr/local/cuda/bin/nvcc ]; then
-    echo "setup: the CUDA toolkit (nvcc) is required to build; install CUDA 12.4 or newer"
+  local v
+  v=$("$nvcc" --version 2>/dev/null | sed -n 's/.*release \([0-9]*\)\.\([0-9]*\).*/\1 \2/p')
+  set -- $v
+  if [ $# -eq 2 ] && { [ "$1" -lt ${CUDA_MIN%.*} ] || { [ "$1" -eq ${CUDA_MIN%.*} ] && [ "$2" -lt ${CUDA_MIN#*.} ]; }; }; then
+    echo "setup: $nvcc is CUDA $1.$2; Kernel Lab needs CUDA $CUDA_MIN or newer"
     exit 1
   fi
 }
