@@ -28,6 +28,7 @@
 #include "klab/progress.hpp"
 #include "klab/report.hpp"
 #include "klab/triton.hpp"
+#include "verb_report.hpp"
 
 namespace klab {
 
@@ -666,6 +667,8 @@ int klab_main(int argc, char** argv) {
   auto* progress = app.add_subcommand("progress", "exercises passed, paths and tracks, the certificate");
   auto* doctor = app.add_subcommand("doctor", "GPU, versions, measured peaks, Triton and tools");
   doctor->add_flag("--remeasure", remeasure, "measure the peaks again instead of using the cache");
+  ReportArgs report_args;
+  auto* report = add_report_verb(app, report_args);
   app.allow_extras();
   for (auto* c : {list, run, test, bench_c, check, progress, doctor}) c->allow_extras();
 
@@ -701,6 +704,7 @@ int klab_main(int argc, char** argv) {
     if (list->parsed()) return cmd_list(o);
     if (progress->parsed()) return cmd_progress();
     if (doctor->parsed()) return cmd_doctor(remeasure);
+    if (report->parsed()) return cmd_report(report_args);
     if (check->parsed()) return cmd_check(o, check_lesson);
     Selection sel = make_selection(o);
     if (test->parsed()) return cmd_test(o, sel);
