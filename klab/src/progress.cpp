@@ -9,6 +9,10 @@
 //     first and so refuses to save over it.
 //   - Saving writes a temporary file beside the target, flushes it to disk and renames it
 //     over the target: a reader (or a crash) sees the old file or the new one, never half.
+//   - A hand-edited file is validated as strictly as a foreign one: ids are lesson ids
+//     ("NN") or named checkpoints, dates are utc_now_iso()'s format, numbers are in range,
+//     strings have a bounded length; and whatever it holds is printed through
+//     sanitize_text() (no control characters reach the terminal).
 //   - A path is complete when every checkpoint on it has a recorded pass. A checkpoint that
 //     does not exist yet (a lesson not in this build, the profiling and debugging
 //     checkpoints) keeps its path open; a pass recorded earlier still counts when the
@@ -93,12 +97,10 @@ std::string slug_of(const std::string& id) {
 }
 
 // Ids the file may hold: lesson ids and named checkpoints; nothing that could be a path.
-bool valid_id(const std::string& id) {
-  return !id.empty() && id.size() <= 32 && std::all_of(id.begin(), id.end(), [](char c) {
-           return (c >= '0' && c <= '9') || (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') ||
-                  c == '-' || c == '_';
-         });
-}
+bool valid_id(const std::string& id) { return valid_checkpoint_id(id); }
+
+constexpr double kMaxSpeedRatio = 1e6;       // an exercise a million times slower: not a record
+constexpr std::size_t kMaxDeviceBytes = 256;  // GPU names are ~30 characters
 
 bool is_lesson_id(const std::string& id) {
   return !id.empty() && std::all_of(id.begin(), id.end(), [](char c) { return c >= '0' && c <= '9'; });
@@ -210,12 +212,56 @@ std::string certificate(const State& s, const std::string& what,
   lines.push_back("");
   std::string dev;
   for (std::size_t i = 0; i < devices.size(); ++i) dev += (i ? ", " : "") + devices[i];
-  lines.push_back("on " + (dev.empty() ? std::string("(device not recorded)") : dev));
+  lines.push_back("on " + (dev.empty() ? std::string("(device not recorded)") : sanitize_text(dev, 120)));
   if (!last_date.empty()) lines.push_back("completed " + last_date);
   return framed(lines);
 }
 
 }  // namespace
+
+// ---- validation and printing ---------------------------------------------------------
+
+bool valid_checkpoint_id(const std::string& id) {
+  if (find_named(id)) return true;
+  return id.size() == 2 && id[0] >= '0' && id[0] <= '9' && id[1] >= '0' && id[1] <= '9' && id != "00";
+}
+
+bool valid_utc_timestamp(const std::string& s) {
+  // YYYY-MM-DDTHH:MM:SSZ
+  static const char kShape[] = "dddd-dd-ddTdd:dd:ddZ";
+  if (s.size() != sizeof kShape - 1) return false;
+  for (std::size_t i = 0; i < s.size(); ++i) {
+    if (kShape[i] == 'd' ? !(s[i] >= '0' && s[i] <= '9') : s[i] != kShape[i]) return false;
+  }
+  auto num = [&](std::size_t at, std::size_t n) { return std::stoi(s.substr(at, n)); };
+  const int year = num(0, 4), month = num(5, 2), day = num(8, 2), h = num(11, 2), m = num(14, 2), sec = num(17, 2);
+  return year >= 2000 && year <= 2999 && month >= 1 && month <= 12 && day >= 1 && day <= 31 && h <= 23 &&
+         m <= 59 && sec <= 60;
+}
+
+std::string sanitize_text(const std::string& s, std::size_t max_chars) {
+  std::string out;
+  std::size_t chars = 0;
+  for (std::size_t i = 0; i < s.size(); ++i) {
+    const auto c = static_cast<unsigned char>(s[i]);
+    const bool starts_char = (c & 0xC0) != 0x80;
+    if (starts_char && chars == max_chars) {
+      out += "...";
+      return out;
+    }
+    chars += starts_char;
+    if (c < 0x20 || c == 0x7F) {
+      out += '?';
+    } else if (c == 0xC2 && i + 1 < s.size() && static_cast<unsigned char>(s[i + 1]) >= 0x80 &&
+               static_cast<unsigned char>(s[i + 1]) <= 0x9F) {
+      out += '?';   // a C1 control (U+0080..U+009F), e.g. CSI
+      ++i;
+    } else {
+      out += s[i];
+    }
+  }
+  return out;
+}
 
 // ---- the progress file ---------------------------------------------------------------
 
@@ -258,7 +304,7 @@ ProgressData progress_from_json(const nlohmann::json& j, const std::string& orig
   const auto& ex = j["exercises"];
   if (!ex.is_object()) fail(origin, "\"exercises\" is not an object." + not_ours_advice());
   for (const auto& [key, rec] : ex.items()) {
-    const std::string where = "exercise \"" + key + "\"";
+    const std::string where = "exercise \"" + sanitize_text(key, 40) + "\"";
     if (!valid_id(key)) fail(origin, where + " is not a lesson or checkpoint id." + not_ours_advice());
     if (!rec.is_object()) fail(origin, where + " is not an object." + not_ours_advice());
     ExerciseRecord r;
@@ -271,6 +317,8 @@ ProgressData progress_from_json(const nlohmann::json& j, const std::string& orig
       // null: the check could not time it (a NaN is written as null).
       if (s.is_number()) r.speed_ratio = s.get<double>();
       else if (!s.is_null()) fail(origin, where + ": \"speed_ratio\" is not a number." + not_ours_advice());
+      if (!(r.speed_ratio >= 0 && r.speed_ratio <= kMaxSpeedRatio))
+        fail(origin, where + ": \"speed_ratio\" " + s.dump() + " is out of range (0 to 1e6)." + not_ours_advice());
     }
     if (rec.contains("seed")) {
       const auto& s = rec["seed"];
@@ -283,8 +331,39 @@ ProgressData progress_from_json(const nlohmann::json& j, const std::string& orig
       if (!rec["device"].is_string())
         fail(origin, where + ": \"device\" is not a string." + not_ours_advice());
       r.device = rec["device"].get<std::string>();
+      if (r.device.size() > kMaxDeviceBytes)
+        fail(origin, where + ": \"device\" is " + std::to_string(r.device.size()) + " bytes long (at most " +
+                         std::to_string(kMaxDeviceBytes) + ")." + not_ours_advice());
     }
+    if (!valid_utc_timestamp(r.passed_at))
+      fail(origin, where + ": \"passed_at\" \"" + sanitize_text(r.passed_at, 40) +
+                       "\" is not a UTC time like 2026-11-22T10:31:05Z." + not_ours_advice());
     d.exercises[key] = std::move(r);
+  }
+  if (j.contains("aids")) {
+    const auto& aids = j["aids"];
+    if (!aids.is_object()) fail(origin, "\"aids\" is not an object." + not_ours_advice());
+    for (const auto& [key, rec] : aids.items()) {
+      const std::string where = "aids of \"" + sanitize_text(key, 40) + "\"";
+      if (!valid_id(key)) fail(origin, where + ": not a lesson or checkpoint id." + not_ours_advice());
+      if (!rec.is_object()) fail(origin, where + " is not an object." + not_ours_advice());
+      LessonAids a;
+      if (rec.contains("hints_seen")) {
+        const auto& h = rec["hints_seen"];
+        if (!h.is_number_integer() || h.get<long long>() < 0 || h.get<long long>() > kMaxHintsSeen)
+          fail(origin, where + ": \"hints_seen\" " + sanitize_text(h.dump(), 40) + " is not a count from 0 to " +
+                           std::to_string(kMaxHintsSeen) + "." + not_ours_advice());
+        a.hints_seen = static_cast<int>(h.get<long long>());
+      }
+      if (rec.contains("solution_seen_at")) {
+        const auto& t = rec["solution_seen_at"];
+        if (!t.is_string() || !valid_utc_timestamp(t.get<std::string>()))
+          fail(origin, where + ": \"solution_seen_at\" " + sanitize_text(t.dump(), 40) +
+                           " is not a UTC time like 2026-11-22T10:31:05Z." + not_ours_advice());
+        a.solution_seen_at = t.get<std::string>();
+      }
+      d.aids[key] = std::move(a);
+    }
   }
   return d;
 }
@@ -299,7 +378,16 @@ nlohmann::json progress_to_json(const ProgressData& d) {
     rec["device"] = r.device;
     ex[id] = std::move(rec);
   }
-  return {{"format", kFormat}, {"version", kVersion}, {"exercises", std::move(ex)}};
+  nlohmann::json j = {{"format", kFormat}, {"version", kVersion}, {"exercises", std::move(ex)}};
+  nlohmann::json aids = nlohmann::json::object();
+  for (const auto& [id, a] : d.aids) {
+    nlohmann::json rec = nlohmann::json::object();
+    if (a.hints_seen > 0) rec["hints_seen"] = a.hints_seen;
+    if (!a.solution_seen_at.empty()) rec["solution_seen_at"] = a.solution_seen_at;
+    if (!rec.empty()) aids[id] = std::move(rec);
+  }
+  if (!aids.empty()) j["aids"] = std::move(aids);
+  return j;
 }
 
 ProgressData load_progress() {
@@ -336,7 +424,10 @@ void save_progress(const ProgressData& d) {
   const std::string origin = "progress file " + path.string();
   // Never write a file that load_progress() would reject.
   for (const auto& [id, r] : d.exercises)
-    if (!valid_id(id)) fail(origin, "refusing to save the invalid checkpoint id \"" + id + "\"");
+    if (!valid_id(id)) fail(origin, "refusing to save the invalid checkpoint id \"" + sanitize_text(id, 40) + "\"");
+  for (const auto& [id, a] : d.aids)
+    if (!valid_id(id) || a.hints_seen < 0 || a.hints_seen > kMaxHintsSeen)
+      fail(origin, "refusing to save invalid aids for \"" + sanitize_text(id, 40) + "\"");
   std::error_code ec;
   if (path.has_parent_path()) {
     fs::create_directories(path.parent_path(), ec);
@@ -382,8 +473,25 @@ void save_progress(const ProgressData& d) {
   }
 }
 
+void check_progress_usable() {
+  (void)load_progress();   // corrupt, foreign, not a regular file: its own message
+  const fs::path path = progress_path();
+  const std::string origin = "progress file " + path.string();
+  // A save writes a temporary file in the file's folder and renames it: the folder (or the
+  // nearest one that exists, which save_progress() would create the rest under) must be a
+  // writable directory.
+  fs::path dir = path.has_parent_path() ? path.parent_path() : fs::path(".");
+  std::error_code ec;
+  while (!fs::exists(dir, ec) && dir.has_parent_path() && dir != dir.parent_path()) dir = dir.parent_path();
+  if (!fs::is_directory(dir, ec))
+    fail(origin, "cannot be saved: " + dir.string() + " is not a directory (point KLAB_PROGRESS_FILE elsewhere).");
+  if (::access(dir.c_str(), W_OK | X_OK) != 0)
+    fail(origin, "cannot be saved: " + dir.string() + " is not writable (" + std::strerror(errno) +
+                     "); a pass could not be recorded (fix its permissions or point KLAB_PROGRESS_FILE elsewhere).");
+}
+
 void record_exercise_pass(const ExerciseRecord& r) {
-  if (!valid_id(r.lesson)) throw Error("record_exercise_pass: invalid lesson id \"" + r.lesson + "\"");
+  if (!valid_id(r.lesson)) throw Error("record_exercise_pass: invalid lesson id \"" + sanitize_text(r.lesson, 40) + "\"");
   ProgressData d = load_progress();   // throws on a corrupt or foreign file: never saved over
   ExerciseRecord rec = r;
   if (rec.passed_at.empty()) rec.passed_at = utc_now_iso();
@@ -427,6 +535,8 @@ std::string progress_report(const ProgressData& d, const std::vector<std::string
     if (!find_named(id)) lesson_ids.insert(id);
   for (const auto& [id, r] : d.exercises)
     if (is_lesson_id(id)) lesson_ids.insert(id);
+  for (const auto& [id, a] : d.aids)
+    if (is_lesson_id(id)) lesson_ids.insert(id);
 
   o << "Lessons — one exercise each; `klab check NN` grades it and records the pass\n";
   std::string next;
@@ -437,13 +547,19 @@ std::string progress_report(const ProgressData& d, const std::vector<std::string
       line += "passed " + date_of(r.passed_at);
       std::string ratio = fmt_ratio(r.speed_ratio);
       if (!ratio.empty()) line += "   " + ratio;
-      if (!r.device.empty()) line += "   " + r.device;
+      if (!r.device.empty()) line += "   " + sanitize_text(r.device, 60);
       if (!s.exists(id)) line += "   (not in this build)";
     } else if (s.exists(id)) {
       line += "to do: klab check " + id;
       if (next.empty()) next = id;
     } else {
       line += "not yet available";
+    }
+    if (auto a = d.aids.find(id); a != d.aids.end()) {
+      if (a->second.hints_seen > 0)
+        line += "   " + std::to_string(a->second.hints_seen) + (a->second.hints_seen == 1 ? " hint" : " hints");
+      if (!a->second.solution_seen_at.empty())
+        line += "   (solution seen before passing, " + date_of(a->second.solution_seen_at) + ")";
     }
     // Trim the padding of short lines.
     line.erase(line.find_last_not_of(' ') + 1);

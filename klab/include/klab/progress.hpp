@@ -24,8 +24,16 @@ struct ExerciseRecord {
   std::string device;          // GPU it passed on
 };
 
+// What the learner asked for on the way (`klab hint`, `klab solution --force`), by lesson.
+struct LessonAids {
+  int hints_seen = 0;              // hints shown by `klab hint NN` (0 .. kMaxHintsSeen)
+  std::string solution_seen_at;    // ISO-8601 UTC: the solution was shown before a pass; "" never
+};
+inline constexpr int kMaxHintsSeen = 100;
+
 struct ProgressData {
   std::map<std::string, ExerciseRecord> exercises;   // by lesson id
+  std::map<std::string, LessonAids> aids;            // by lesson id ("aids" in the file)
 };
 
 std::string progress_path();
@@ -34,6 +42,21 @@ ProgressData progress_from_json(const nlohmann::json& j, const std::string& orig
 nlohmann::json progress_to_json(const ProgressData& d);
 void save_progress(const ProgressData& d);                    // atomic write (temp file + rename)
 void record_exercise_pass(const ExerciseRecord& r);           // load, set, save
+
+// Before a verb spends minutes on work that ends in a save (`klab check`): throws
+// klab::Error when the file is corrupt or foreign (load_progress()'s message), or when a
+// save could not be written (its folder cannot be created or is not writable).
+void check_progress_usable();
+
+// The ids a progress file may hold: a two-digit lesson id ("01".."99", a lesson a newer
+// klab may know) or a named checkpoint ("profiling", "debugging", "capstone").
+bool valid_checkpoint_id(const std::string& id);
+// "2026-11-22T10:31:05Z" exactly (what utc_now_iso() writes), with a plausible date.
+bool valid_utc_timestamp(const std::string& s);
+// Text from the file (or any outside source) made safe to print on one terminal line:
+// control characters (C0, DEL, C1, and so escape sequences) become '?', and anything past
+// max_chars code points is cut, ending in "...".
+std::string sanitize_text(const std::string& s, std::size_t max_chars = 80);
 
 // Learning paths (curriculum.md, seed 000) and tracks (seed 004).
 struct PathInfo {

@@ -1,0 +1,430 @@
+// klab/cli/verb_exercise.cpp — the verbs around an exercise (verb_exercise.hpp):
+//
+//   klab hint NN [--all]       the next hint of lessons/NN-*/hints.md, one more each call;
+//                              the count seen is kept in the progress file ("aids")
+//   klab solution NN [--force] solutions/NN-*/exercise.cu, once the exercise has passed;
+//                              --force shows it before, and the progress file notes it
+//   klab reset NN [--yes]      lessons/NN-*/exercise.cu back to the stub of git's HEAD,
+//                              after a confirmation, the learner's file saved first as
+//                              exercise.cu.<UTC time>.bak beside it
+//
+// and the parts of `klab check` that concern the learner's files: the progress file is
+// checked before the work, a pass that cannot be saved is an error, and an exercise.cu
+// newer than the binary is a warning (the edits are not compiled in).
+#include "verb_exercise.hpp"
+
+#include <fcntl.h>
+#include <spawn.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <ctime>
+#include <fstream>
+#include <iostream>
+#include <sstream>
+
+#include <fmt/format.h>
+
+#include "klab/cli.hpp"
+#include "klab/error.hpp"
+#include "klab/op.hpp"
+#include "klab/report.hpp"
+
+extern char** environ;
+
+namespace klab {
+
+namespace fs = std::filesystem;
+
+namespace {
+
+const Lesson& exercise_lesson(const std::string& key) {
+  const Lesson* l = registry().find_lesson(key);
+  if (!l) throw UsageError(fmt::format("unknown lesson '{}' (see `klab list`)", sanitize_text(key, 40)));
+  if (l->exercise_op.empty()) throw UsageError(fmt::format("lesson {} has no exercise", l->id));
+  return *l;
+}
+
+// "lessons/01-vector-add" (or "solutions/..."), relative to the source root.
+std::string lesson_folder(const char* top, const Lesson& l) { return fmt::format("{}/{}-{}", top, l.id, l.slug); }
+
+bool read_text(const fs::path& p, std::string& out) {
+  std::ifstream in(p, std::ios::binary);
+  if (!in) return false;
+  std::stringstream ss;
+  ss << in.rdbuf();
+  if (in.bad()) return false;
+  out = ss.str();
+  return true;
+}
+
+// The progress file as a usage matter: a corrupt or foreign file is the user's to fix.
+ProgressData load_progress_or_usage() {
+  try {
+    return load_progress();
+  } catch (const Error& e) {
+    throw UsageError(e.what());
+  }
+}
+
+std::string trim_blank_lines(const std::string& s) {
+  const auto b = s.find_first_not_of(" \t\r\n");
+  if (b == std::string::npos) return "";
+  const auto line_start = s.rfind('\n', b);
+  const auto e = s.find_last_not_of(" \t\r\n");
+  return s.substr(line_start == std::string::npos ? 0 : line_start + 1,
+                  e + 1 - (line_start == std::string::npos ? 0 : line_start + 1));
+}
+
+// ---- hint ----------------------------------------------------------------------------
+
+int cmd_hint(const ExerciseVerbArgs& a) {
+  const Lesson& l = exercise_lesson(a.lesson);
+  ProgressData d = load_progress_or_usage();
+  const std::string rel = lesson_folder("lessons", l) + "/hints.md";
+  std::string text;
+  if (!read_text(source_root() / rel, text))
+    throw Error(fmt::format("{}: cannot be read ({}); the source tree is {}", rel, std::strerror(errno),
+                            source_root().string()));
+  const auto hints = parse_hints(text, rel);
+  const int n = static_cast<int>(hints.size());
+  int seen = std::min(d.aids.count(l.id) ? d.aids[l.id].hints_seen : 0, n);
+  auto show = [&](int k) {
+    std::printf("Hint %d of %d — lesson %s (%s)\n\n%s\n", k, n, l.id.c_str(), l.slug.c_str(), hints[k - 1].c_str());
+  };
+  if (a.all) {
+    if (seen == 0) {
+      std::printf("No hint of lesson %s seen yet: `klab hint %s` shows the first of %d.\n", l.id.c_str(), l.id.c_str(), n);
+      return kExitOk;
+    }
+    for (int k = 1; k <= seen; ++k) {
+      if (k > 1) std::printf("\n");
+      show(k);
+    }
+    if (seen < n) std::printf("\n(%d of %d seen; `klab hint %s` shows the next)\n", seen, n, l.id.c_str());
+    return kExitOk;
+  }
+  if (seen >= n) {
+    std::printf("No more hints: you have seen all %d hints of lesson %s (`klab hint %s --all` shows them again).\n", n,
+                l.id.c_str(), l.id.c_str());
+    return kExitOk;
+  }
+  const int k = seen + 1;
+  d.aids[l.id].hints_seen = k;
+  std::string not_saved;
+  try {
+    save_progress(d);
+  } catch (const Error& e) {
+    not_saved = e.what();
+  }
+  show(k);
+  if (k < n) std::printf("\n(`klab hint %s` shows hint %d of %d)\n", l.id.c_str(), k + 1, n);
+  else std::printf("\n(that was the last hint; `klab hint %s --all` shows them all again)\n", l.id.c_str());
+  if (!not_saved.empty()) {
+    std::fprintf(stderr, "klab: error: this hint was not recorded: %s\n", not_saved.c_str());
+    return kExitFail;
+  }
+  return kExitOk;
+}
+
+// ---- solution ------------------------------------------------------------------------
+
+int cmd_solution(const ExerciseVerbArgs& a) {
+  const Lesson& l = exercise_lesson(a.lesson);
+  ProgressData d = load_progress_or_usage();
+  const std::string rel = lesson_folder("solutions", l) + "/exercise.cu";
+  std::string text;
+  if (!read_text(source_root() / rel, text))
+    throw Error(fmt::format("{}: cannot be read ({}); the source tree is {}", rel, std::strerror(errno),
+                            source_root().string()));
+  const bool passed = d.exercises.count(l.id) != 0;
+  if (!passed && !a.force) {
+    std::fprintf(stderr,
+                 "klab: the exercise of lesson %s has not passed yet, so its solution stays closed: `klab check %s` "
+                 "opens it (stuck? `klab hint %s`; to see it now anyway, `klab solution %s --force`, which your "
+                 "progress notes)\n",
+                 l.id.c_str(), l.id.c_str(), l.id.c_str(), l.id.c_str());
+    return kExitFail;
+  }
+  if (!passed) {
+    // Noted before it is shown: a solution seen early is never left out of the record.
+    auto& aid = d.aids[l.id];
+    if (aid.solution_seen_at.empty()) aid.solution_seen_at = utc_now_iso();
+    try {
+      save_progress(d);
+    } catch (const Error& e) {
+      std::fprintf(stderr, "klab: error: the solution is not shown: seeing it before passing could not be recorded: %s\n",
+                   e.what());
+      return kExitFail;
+    }
+    std::fprintf(stderr, "klab: %s, shown before your exercise passed (`klab progress` notes it)\n", rel.c_str());
+  } else {
+    std::fprintf(stderr, "klab: %s\n", rel.c_str());
+  }
+  std::fwrite(text.data(), 1, text.size(), stdout);
+  return kExitOk;
+}
+
+// ---- reset ---------------------------------------------------------------------------
+
+struct Captured {
+  int rc = -1;
+  std::string out;
+};
+
+// Runs argv (found on PATH) with stdout captured and stderr discarded; rc -1 when it
+// could not be started.
+Captured run_capture(const std::vector<std::string>& args) {
+  Captured c;
+  int fds[2];
+  if (::pipe(fds) != 0) return c;
+  posix_spawn_file_actions_t fa;
+  posix_spawn_file_actions_init(&fa);
+  posix_spawn_file_actions_adddup2(&fa, fds[1], 1);
+  posix_spawn_file_actions_addclose(&fa, fds[0]);
+  posix_spawn_file_actions_addopen(&fa, 2, "/dev/null", O_WRONLY, 0);
+  posix_spawn_file_actions_addopen(&fa, 0, "/dev/null", O_RDONLY, 0);
+  std::vector<char*> argv;
+  for (const auto& s : args) argv.push_back(const_cast<char*>(s.c_str()));
+  argv.push_back(nullptr);
+  pid_t pid = 0;
+  const int err = posix_spawnp(&pid, argv[0], &fa, nullptr, argv.data(), environ);
+  posix_spawn_file_actions_destroy(&fa);
+  ::close(fds[1]);
+  if (err != 0) {
+    ::close(fds[0]);
+    return c;
+  }
+  char buf[65536];
+  for (;;) {
+    const ssize_t n = ::read(fds[0], buf, sizeof buf);
+    if (n > 0) c.out.append(buf, static_cast<std::size_t>(n));
+    else if (n < 0 && errno == EINTR) continue;
+    else break;
+  }
+  ::close(fds[0]);
+  int status = 0;
+  while (::waitpid(pid, &status, 0) < 0 && errno == EINTR) {
+  }
+  c.rc = WIFEXITED(status) ? WEXITSTATUS(status) : 128;
+  return c;
+}
+
+// Writes `text` to a new file `path` (never over an existing one), flushed to disk.
+void write_new_file(const fs::path& path, const std::string& text, mode_t mode) {
+  const int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, mode);
+  if (fd < 0) throw Error(fmt::format("cannot create {}: {}", path.string(), std::strerror(errno)));
+  std::size_t done = 0;
+  while (done < text.size()) {
+    const ssize_t n = ::write(fd, text.data() + done, text.size() - done);
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0) {
+      const int e = errno;
+      ::close(fd);
+      ::unlink(path.c_str());
+      throw Error(fmt::format("cannot write {}: {}", path.string(), std::strerror(e)));
+    }
+    done += static_cast<std::size_t>(n);
+  }
+  if (::fsync(fd) != 0 || ::close(fd) != 0) {
+    const int e = errno;
+    ::unlink(path.c_str());
+    throw Error(fmt::format("cannot write {}: {}", path.string(), std::strerror(e)));
+  }
+}
+
+std::string utc_stamp() {
+  const std::time_t t = std::time(nullptr);
+  std::tm tm{};
+  gmtime_r(&t, &tm);
+  char buf[32];
+  std::strftime(buf, sizeof buf, "%Y%m%dT%H%M%SZ", &tm);
+  return buf;
+}
+
+int cmd_reset(const ExerciseVerbArgs& a) {
+  const Lesson& l = exercise_lesson(a.lesson);
+  const fs::path root = source_root();
+  const std::string rel = lesson_folder("lessons", l) + "/exercise.cu";
+  const fs::path file = root / rel;
+
+  const Captured top = run_capture({"git", "-C", root.string(), "rev-parse", "--show-toplevel"});
+  if (top.rc != 0) {
+    std::printf("%s: nothing changed: %s is not a git checkout%s, so there is no stub to restore from\n", rel.c_str(),
+                root.string().c_str(), top.rc < 0 ? " (git is not installed)" : "");
+    return kExitFail;
+  }
+  const Captured head = run_capture({"git", "-C", root.string(), "show", "HEAD:./" + rel});
+  if (head.rc != 0) {
+    std::printf("%s: nothing changed: git's HEAD has no such file\n", rel.c_str());
+    return kExitFail;
+  }
+  std::string current;
+  std::error_code ec;
+  const bool exists = fs::exists(file, ec);
+  if (exists && !fs::is_regular_file(file, ec))
+    throw Error(fmt::format("{}: is not a regular file; nothing changed", rel));
+  if (exists && !read_text(file, current))
+    throw Error(fmt::format("{}: cannot be read ({}); nothing changed", rel, std::strerror(errno)));
+  if (exists && current == head.out) {
+    std::printf("%s already equals git's HEAD: nothing to reset, nothing changed\n", rel.c_str());
+    return kExitOk;
+  }
+
+  if (!a.yes) {
+    if (!::isatty(STDIN_FILENO))
+      throw UsageError(fmt::format("reset {}: no terminal to confirm on; pass --yes to replace {} with git's HEAD "
+                                   "(your file is saved first as a .bak beside it)",
+                                   l.id, rel));
+    std::printf("Replace %s with the stub from git's HEAD? Your file is saved first as %s.<UTC time>.bak. [y/N] ",
+                rel.c_str(), rel.c_str());
+    std::fflush(stdout);
+    std::string answer;
+    if (!std::getline(std::cin, answer) || (answer != "y" && answer != "Y" && answer != "yes")) {
+      std::printf("Nothing changed.\n");
+      return kExitFail;
+    }
+  }
+
+  mode_t mode = 0644;
+  struct stat st {};
+  if (exists && ::stat(file.c_str(), &st) == 0) mode = st.st_mode & 07777;
+  if (exists) {
+    // The learner's work first: a backup that cannot be written stops the reset.
+    const std::string stamp = utc_stamp();
+    fs::path bak;
+    for (int i = 0; i < 100; ++i) {
+      bak = file.string() + "." + stamp + (i ? "-" + std::to_string(i) : "") + ".bak";
+      if (!fs::exists(bak, ec)) break;
+    }
+    write_new_file(bak, current, mode);
+    std::printf("saved your file as %s\n", (fs::path(rel).parent_path() / bak.filename()).string().c_str());
+  }
+  // The stub goes in by rename: the exercise is the old file or the new one, never half.
+  const fs::path tmp = file.string() + ".tmp-" + std::to_string(::getpid());
+  write_new_file(tmp, head.out, mode);
+  if (::rename(tmp.c_str(), file.c_str()) != 0) {
+    const int e = errno;
+    ::unlink(tmp.c_str());
+    throw Error(fmt::format("cannot replace {}: {} (your file is unchanged)", rel, std::strerror(e)));
+  }
+  std::printf("restored %s from git's HEAD; rebuild with `make` before `klab check %s`\n", rel.c_str(), l.id.c_str());
+  return kExitOk;
+}
+
+}  // namespace
+
+// ---- shared with cli.cpp and the tests -------------------------------------------------
+
+fs::path source_root() {
+  fs::path root;
+  if (const char* env = std::getenv("KLAB_SOURCE_DIR"); env && *env) {
+    root = env;
+  } else {
+    root = fs::path(__FILE__).parent_path().parent_path().parent_path().lexically_normal();
+  }
+  std::error_code ec;
+  if (!fs::is_directory(root / "lessons", ec))
+    throw UsageError(fmt::format("the Kernel Lab source tree is not at {} (it has no lessons/ folder); set "
+                                 "KLAB_SOURCE_DIR to the repository's root",
+                                 sanitize_text(root.string(), 200)));
+  return root;
+}
+
+std::vector<std::string> parse_hints(const std::string& text, const std::string& origin) {
+  std::vector<std::string> hints;
+  std::istringstream in(text);
+  std::string line, body;
+  bool inside = false, in_fence = false;
+  auto finish = [&] {
+    if (!inside) return;
+    std::string t = trim_blank_lines(body);
+    if (t.empty()) throw Error(fmt::format("{}: Hint {} is empty", origin, hints.size() + 1));
+    hints.push_back(std::move(t));
+    body.clear();
+  };
+  while (std::getline(in, line)) {
+    if (!line.empty() && line.back() == '\r') line.pop_back();
+    if (line.rfind("```", 0) == 0) in_fence = !in_fence;
+    if (!in_fence && line.rfind("## ", 0) == 0) {
+      finish();
+      const std::string want = fmt::format("## Hint {}", hints.size() + 1);
+      if (line.rfind("## Hint", 0) != 0 || trim_blank_lines(line) != want)
+        throw Error(fmt::format("{}: '{}' where '{}' was expected (sections are ## Hint 1, ## Hint 2, ...)", origin,
+                                sanitize_text(line, 60), want));
+      inside = true;
+      continue;
+    }
+    if (inside) body += line + "\n";
+  }
+  finish();
+  if (hints.empty()) throw Error(fmt::format("{}: no '## Hint 1' section", origin));
+  return hints;
+}
+
+void check_progress_before_run() {
+  try {
+    check_progress_usable();
+  } catch (const Error& e) {
+    throw UsageError(e.what());
+  }
+}
+
+std::string stale_exercise_warning(const Lesson& l) {
+  std::error_code ec;
+  fs::path root;
+  try {
+    root = source_root();
+  } catch (const Error&) {
+    return "";   // no source tree here: nothing to compare
+  }
+  const std::string rel = lesson_folder("lessons", l) + "/exercise.cu";
+  const fs::path self = fs::read_symlink("/proc/self/exe", ec);
+  if (ec) return "";
+  const auto t_src = fs::last_write_time(root / rel, ec);
+  if (ec) return "";
+  const auto t_bin = fs::last_write_time(self, ec);
+  if (ec || t_src <= t_bin) return "";
+  return fmt::format("klab: warning: {} is newer than this klab binary: rebuild with `make` first: your edits are not "
+                     "in this binary",
+                     rel);
+}
+
+int record_pass(const ExerciseRecord& r) {
+  try {
+    record_exercise_pass(r);
+  } catch (const Error& e) {
+    std::fprintf(stderr, "klab: error: passed, but the pass was NOT recorded: %s\n", e.what());
+    return kExitFail;
+  }
+  std::printf("progress recorded in %s (see `klab progress`)\n", progress_path().c_str());
+  return kExitOk;
+}
+
+std::vector<CLI::App*> add_exercise_verbs(CLI::App& app, ExerciseVerbArgs& a) {
+  auto* hint = app.add_subcommand("hint", "the next hint for a lesson's exercise, one more each call");
+  hint->add_option("lesson", a.lesson, "the lesson, e.g. 01")->required();
+  hint->add_flag("--all", a.all, "show every hint seen so far again");
+  auto* solution = app.add_subcommand("solution", "the completed exercise, once `klab check` has passed it");
+  solution->add_option("lesson", a.lesson, "the lesson, e.g. 01")->required();
+  solution->add_flag("--force", a.force, "show it before passing (your progress notes it)");
+  auto* reset = app.add_subcommand("reset", "put back the exercise's stub from git's HEAD (your file saved as .bak)");
+  reset->add_option("lesson", a.lesson, "the lesson, e.g. 01")->required();
+  reset->add_flag("-y,--yes", a.yes, "do not ask for confirmation");
+  return {hint, solution, reset};
+}
+
+int run_exercise_verbs(const std::vector<CLI::App*>& verbs, const ExerciseVerbArgs& a) {
+  if (verbs.size() != 3) return -1;
+  if (verbs[0]->parsed()) return cmd_hint(a);
+  if (verbs[1]->parsed()) return cmd_solution(a);
+  if (verbs[2]->parsed()) return cmd_reset(a);
+  return -1;
+}
+
+}  // namespace klab

@@ -1,0 +1,48 @@
+// klab/cli/verb_exercise.hpp — the verbs around an exercise: `klab hint`, `klab solution`,
+// `klab reset`, and what `klab check` asks of them (the source tree, the stale-binary
+// warning, the progress file checked before the work and a pass never lost silently).
+#pragma once
+
+#include <filesystem>
+#include <string>
+#include <vector>
+
+#include <CLI/CLI.hpp>
+
+#include "klab/progress.hpp"
+
+namespace klab {
+
+struct Lesson;
+
+struct ExerciseVerbArgs {
+  std::string lesson;
+  bool all = false;     // hint --all
+  bool force = false;   // solution --force
+  bool yes = false;     // reset --yes
+};
+
+// Adds hint, solution and reset to `app`; returns them (the caller allows their extras).
+std::vector<CLI::App*> add_exercise_verbs(CLI::App& app, ExerciseVerbArgs& a);
+// Runs whichever of them was parsed and returns its exit code; -1 when none was.
+int run_exercise_verbs(const std::vector<CLI::App*>& verbs, const ExerciseVerbArgs& a);
+
+// The Kernel Lab source tree: $KLAB_SOURCE_DIR when set, else the tree this klab was built
+// from (the folder two levels above this file). Throws UsageError when it has no lessons/.
+std::filesystem::path source_root();
+
+// The `## Hint k` sections of a hints.md (k = 1, 2, ... in order), their text trimmed.
+// Throws klab::Error naming `origin` when there are none, or they are misnumbered or empty.
+std::vector<std::string> parse_hints(const std::string& text, const std::string& origin);
+
+// `klab check`, before its work: UsageError when the progress file is corrupt, foreign or
+// cannot be saved (one line, exit 2).
+void check_progress_before_run();
+// `klab check`, before its work: the warning line (no newline) when the lesson's
+// exercise.cu is newer than the running binary, else "".
+std::string stale_exercise_warning(const Lesson& l);
+// `klab check`, after a pass: records it; prints where, and returns kExitOk, or prints on
+// stderr that the pass was not recorded and why, and returns kExitFail.
+int record_pass(const ExerciseRecord& r);
+
+}  // namespace klab

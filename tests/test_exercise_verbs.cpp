@@ -1,0 +1,440 @@
+// tests/test_exercise_verbs.cpp — `klab hint`, `klab solution`, `klab reset`, and what
+// `klab check` does before and after its work (klab/cli/verb_exercise.cpp), plus the
+// validation of hand-edited progress files (klab/src/progress.cpp). On the CPU: the
+// functions directly, and the built klab (KLAB_BINARY) with its own progress file, source
+// tree (KLAB_SOURCE_DIR) and, for `check`, no visible GPU.
+#include <gtest/gtest.h>
+
+#include <stdlib.h>
+#include <unistd.h>
+
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <memory>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "klab/cli.hpp"
+#include "klab/error.hpp"
+#include "klab/progress.hpp"
+#include "verb_exercise.hpp"
+
+namespace fs = std::filesystem;
+
+namespace {
+
+class EnvVar {
+ public:
+  EnvVar(const char* name, const char* value) : name_(name) {
+    if (const char* old = std::getenv(name)) old_ = old, had_ = true;
+    if (value) setenv(name, value, 1);
+    else unsetenv(name);
+  }
+  ~EnvVar() {
+    if (had_) setenv(name_.c_str(), old_.c_str(), 1);
+    else unsetenv(name_.c_str());
+  }
+
+ private:
+  std::string name_, old_;
+  bool had_ = false;
+};
+
+std::string read_text(const fs::path& p) {
+  std::ifstream in(p, std::ios::binary);
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+
+void write_text(const fs::path& p, const std::string& s) {
+  fs::create_directories(p.parent_path());
+  std::ofstream out(p, std::ios::binary | std::ios::trunc);
+  out << s;
+}
+
+bool has(const std::string& hay, const std::string& needle) { return hay.find(needle) != std::string::npos; }
+
+std::size_t lines_of(const std::string& s) {
+  std::size_t n = 0;
+  for (char c : s) n += c == '\n';
+  return n + (!s.empty() && s.back() != '\n');
+}
+
+std::string quote(const std::string& s) {
+  std::string q = "'";
+  for (char c : s) q += c == '\'' ? std::string("'\\''") : std::string(1, c);
+  return q + "'";
+}
+
+struct Result {
+  int rc = -1;
+  std::string out;   // stdout and stderr together
+};
+
+// The source tree this test was built from (tests/ is beside lessons/).
+fs::path repo_root() { return fs::path(__FILE__).parent_path().parent_path().lexically_normal(); }
+
+const char* kFile = R"({"format":"klab-progress","version":1,"exercises":{}})";
+
+class Verbs : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    char tmpl[] = "/tmp/klab-exverbs-test-XXXXXX";
+    ASSERT_NE(mkdtemp(tmpl), nullptr);
+    dir_ = tmpl;
+    progress_ = dir_ / "progress.json";
+    env_ = std::make_unique<EnvVar>("KLAB_PROGRESS_FILE", progress_.c_str());
+  }
+  void TearDown() override {
+    env_.reset();
+    std::error_code ec;
+    fs::remove_all(dir_, ec);
+  }
+  // Runs the built klab with stdin from /dev/null (no terminal), no GPU visible, this
+  // test's progress file, and `env` (VAR=value words) before it.
+  Result klab(const std::string& args, const std::string& env = "") {
+    const std::string cmd = "cd " + quote(dir_.string()) + " && env CUDA_VISIBLE_DEVICES=-1 KLAB_PROGRESS_FILE=" +
+                            quote(progress_.string()) + " " + env + " " + quote(KLAB_BINARY) + " " + args +
+                            " </dev/null 2>&1";
+    Result r;
+    FILE* p = popen(cmd.c_str(), "r");
+    if (!p) return r;
+    char buf[4096];
+    std::size_t n;
+    while ((n = fread(buf, 1, sizeof buf, p)) > 0) r.out.append(buf, n);
+    const int st = pclose(p);
+    r.rc = WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+    return r;
+  }
+  nlohmann::json progress_json() { return nlohmann::json::parse(read_text(progress_)); }
+  fs::path dir_, progress_;
+  std::unique_ptr<EnvVar> env_;
+};
+
+}  // namespace
+
+// ---- hints.md --------------------------------------------------------------------------
+
+TEST(Hints, ParsesNumberedSectionsAndIgnoresHeadingsInCode) {
+  const auto h = klab::parse_hints(
+      "# Title\nintro\n\n## Hint 1\n\nfirst\n\n## Hint 2\nsecond\n```\n## not a heading\n```\n\n## Hint 3\nthird\n",
+      "x.md");
+  ASSERT_EQ(h.size(), 3u);
+  EXPECT_EQ(h[0], "first");
+  EXPECT_TRUE(has(h[1], "## not a heading")) << h[1];
+  EXPECT_EQ(h[2], "third");
+}
+
+TEST(Hints, MisnumberedEmptyOrMissingSectionsAreErrors) {
+  EXPECT_THROW(klab::parse_hints("## Hint 1\na\n## Hint 3\nb\n", "x.md"), klab::Error);
+  EXPECT_THROW(klab::parse_hints("## Hint 1\n\n## Hint 2\nb\n", "x.md"), klab::Error);
+  EXPECT_THROW(klab::parse_hints("# only a title\n", "x.md"), klab::Error);
+  EXPECT_THROW(klab::parse_hints("## Hint 1\na\n## Notes\nb\n", "x.md"), klab::Error);
+  try {
+    klab::parse_hints("", "lessons/09-x/hints.md");
+    ADD_FAILURE();
+  } catch (const klab::Error& e) {
+    EXPECT_TRUE(has(e.what(), "lessons/09-x/hints.md")) << e.what();
+  }
+}
+
+TEST(Hints, EveryLessonWithAnExerciseHasThreeToFiveHints) {
+  int lessons = 0;
+  for (const auto& e : fs::directory_iterator(repo_root() / "lessons")) {
+    if (!fs::exists(e.path() / "exercise.cu")) continue;
+    ++lessons;
+    const fs::path h = e.path() / "hints.md";
+    ASSERT_TRUE(fs::exists(h)) << h;
+    const auto hints = klab::parse_hints(read_text(h), h.string());
+    EXPECT_GE(hints.size(), 3u) << h;
+    EXPECT_LE(hints.size(), 5u) << h;
+  }
+  EXPECT_GE(lessons, 5);
+}
+
+// ---- hand-edited progress files ------------------------------------------------------
+
+TEST(ProgressValidation, HandEditsThatMakeNoSenseAreRejected) {
+  auto bad = [](const std::string& exercises, const std::string& aids, const std::string& what) {
+    std::string text = R"({"format":"klab-progress","version":1,"exercises":)" + exercises;
+    if (!aids.empty()) text += R"(,"aids":)" + aids;
+    text += "}";
+    try {
+      klab::progress_from_json(nlohmann::json::parse(text), "hand-edited");
+      ADD_FAILURE() << "accepted " << text;
+    } catch (const klab::Error& e) {
+      EXPECT_TRUE(has(e.what(), what)) << e.what();
+      EXPECT_TRUE(has(e.what(), "hand-edited")) << e.what();
+    }
+  };
+  const std::string ok = R"({"passed_at":"2026-11-22T10:31:05Z"})";
+  bad(R"({"abc":)" + ok + "}", "", "not a lesson or checkpoint id");
+  bad(R"({"1":)" + ok + "}", "", "not a lesson or checkpoint id");
+  bad(R"({"001":)" + ok + "}", "", "not a lesson or checkpoint id");
+  bad(R"({"01":{"passed_at":"yesterday"}})", "", "\"passed_at\"");
+  bad(R"({"01":{"passed_at":"2026-13-40T10:31:05Z"}})", "", "\"passed_at\"");
+  bad(R"({"01":{"passed_at":5}})", "", "\"passed_at\"");
+  bad(R"({"01":{"passed_at":"2026-11-22T10:31:05Z","speed_ratio":-1}})", "", "\"speed_ratio\"");
+  bad(R"({"01":{"passed_at":"2026-11-22T10:31:05Z","speed_ratio":1e300}})", "", "\"speed_ratio\"");
+  bad(R"({"01":{"passed_at":"2026-11-22T10:31:05Z","device":")" + std::string(300, 'x') + "\"}}", "", "\"device\"");
+  bad("{}", R"({"01":{"hints_seen":"2"}})", "\"hints_seen\"");
+  bad("{}", R"({"01":{"hints_seen":-1}})", "\"hints_seen\"");
+  bad("{}", R"({"01":{"hints_seen":1000000}})", "\"hints_seen\"");
+  bad("{}", R"({"01":{"solution_seen_at":true}})", "\"solution_seen_at\"");
+  bad("{}", R"({"zz":{"hints_seen":1}})", "not a lesson or checkpoint id");
+  bad("{}", R"([1])", "\"aids\" is not an object");
+}
+
+TEST(ProgressValidation, AidsRoundTripAndNamedCheckpointsStayValid) {
+  klab::ProgressData d;
+  d.aids["01"].hints_seen = 3;
+  d.aids["04"].solution_seen_at = "2026-11-22T10:31:05Z";
+  d.exercises["debugging"].lesson = "debugging";
+  d.exercises["debugging"].passed_at = "2026-11-22T10:31:05Z";
+  const auto back = klab::progress_from_json(klab::progress_to_json(d), "round trip");
+  EXPECT_EQ(back.aids.at("01").hints_seen, 3);
+  EXPECT_EQ(back.aids.at("04").solution_seen_at, "2026-11-22T10:31:05Z");
+  EXPECT_EQ(back.exercises.count("debugging"), 1u);
+  EXPECT_TRUE(klab::valid_checkpoint_id("17"));
+  EXPECT_TRUE(klab::valid_checkpoint_id("capstone"));
+  EXPECT_FALSE(klab::valid_checkpoint_id("00"));
+  EXPECT_FALSE(klab::valid_checkpoint_id("../01"));
+}
+
+TEST(ProgressValidation, PrintedStringsAreSanitized) {
+  EXPECT_EQ(klab::sanitize_text("\x1b[2Jred\n"), "?[2Jred?");
+  EXPECT_EQ(klab::sanitize_text("a\xc2\x9b" "b"), "a?b");             // C1 CSI
+  EXPECT_EQ(klab::sanitize_text("H100 é"), "H100 é");                  // ordinary UTF-8 kept
+  EXPECT_EQ(klab::sanitize_text(std::string(100, 'x'), 10), std::string(10, 'x') + "...");
+
+  klab::ProgressData d;
+  auto& r = d.exercises["01"];
+  r.lesson = "01";
+  r.passed_at = "2026-11-22T10:31:05Z";
+  r.device = "GPU\x1b]0;owned\x07" + std::string(200, 'y');
+  const std::string rep = klab::progress_report(d, {"01"});
+  EXPECT_FALSE(has(rep, "\x1b")) << rep;
+  EXPECT_FALSE(has(rep, "\x07")) << rep;
+  EXPECT_FALSE(has(rep, std::string(100, 'y'))) << "an overlong value is cut";
+}
+
+// ---- check: the progress file before the work, a pass never lost -----------------------
+
+TEST_F(Verbs, ProgressUsableAcceptsAFreshPathAndRejectsBadOnes) {
+  EXPECT_NO_THROW(klab::check_progress_usable());   // no file yet: fine, it will be created
+  write_text(progress_, "{not json");
+  EXPECT_THROW(klab::check_progress_usable(), klab::Error);
+  write_text(dir_ / "plain", "x");
+  EnvVar under_file("KLAB_PROGRESS_FILE", (dir_ / "plain" / "sub" / "p.json").c_str());
+  try {
+    klab::check_progress_usable();
+    ADD_FAILURE() << "a file under a regular file was accepted";
+  } catch (const klab::Error& e) {
+    EXPECT_TRUE(has(e.what(), "is not a directory")) << e.what();
+  }
+}
+
+TEST_F(Verbs, APassThatCannotBeSavedExitsNonZeroAndSaysSo) {
+  write_text(dir_ / "plain", "x");
+  EnvVar under_file("KLAB_PROGRESS_FILE", (dir_ / "plain" / "p.json").c_str());
+  klab::ExerciseRecord r;
+  r.lesson = "01";
+  testing::internal::CaptureStderr();
+  const int rc = klab::record_pass(r);
+  const std::string err = testing::internal::GetCapturedStderr();
+  EXPECT_EQ(rc, klab::kExitFail);
+  EXPECT_TRUE(has(err, "passed, but the pass was NOT recorded")) << err;
+}
+
+TEST_F(Verbs, APassThatIsSavedExitsZero) {
+  klab::ExerciseRecord r;
+  r.lesson = "01";
+  testing::internal::CaptureStdout();
+  EXPECT_EQ(klab::record_pass(r), klab::kExitOk);
+  EXPECT_TRUE(has(testing::internal::GetCapturedStdout(), "progress recorded"));
+  EXPECT_EQ(klab::load_progress().exercises.count("01"), 1u);
+}
+
+TEST_F(Verbs, CheckRejectsABadProgressFileBeforeAskingForTheGpu) {
+  write_text(progress_, "{not json");
+  Result r = klab("check 01");
+  EXPECT_EQ(r.rc, 2) << r.out;   // not 77: found before require_gpu()
+  EXPECT_EQ(lines_of(r.out), 1u) << r.out;
+  EXPECT_TRUE(has(r.out, "is not valid JSON")) << r.out;
+
+  write_text(progress_, R"({"format":"klab-progress","version":1,"exercises":{"1":{"passed_at":"x"}}})");
+  r = klab("check 01");
+  EXPECT_EQ(r.rc, 2) << r.out;
+  EXPECT_TRUE(has(r.out, "not a lesson or checkpoint id")) << r.out;
+
+  write_text(dir_ / "plain", "x");
+  r = klab("check 01", "KLAB_PROGRESS_FILE=" + quote((dir_ / "plain" / "p.json").string()));
+  EXPECT_EQ(r.rc, 2) << r.out;
+  EXPECT_EQ(lines_of(r.out), 1u) << r.out;
+  EXPECT_TRUE(has(r.out, "cannot be saved")) << r.out;
+}
+
+TEST_F(Verbs, CheckWarnsWhenTheExerciseIsNewerThanTheBinary) {
+  const fs::path tree = dir_ / "tree";
+  const fs::path ex = tree / "lessons" / "01-vector-add" / "exercise.cu";
+  write_text(ex, "// edited just now\n");
+  const std::string src = "KLAB_SOURCE_DIR=" + quote(tree.string());
+  Result r = klab("check 01", src);
+  EXPECT_EQ(r.rc, 77) << r.out;   // no GPU visible: the warning comes before that
+  EXPECT_TRUE(has(r.out, "lessons/01-vector-add/exercise.cu is newer than this klab binary: rebuild with `make` first"))
+      << r.out;
+  // Older than the binary: no warning.
+  fs::last_write_time(ex, fs::last_write_time(KLAB_BINARY) - std::chrono::hours(1));
+  r = klab("check 01", src);
+  EXPECT_EQ(r.rc, 77) << r.out;
+  EXPECT_FALSE(has(r.out, "newer than this klab binary")) << r.out;
+}
+
+// ---- hint ------------------------------------------------------------------------------
+
+TEST_F(Verbs, HintShowsOneMoreEachCallRecordsTheCountAndStopsAtTheLast) {
+  const auto n = klab::parse_hints(read_text(repo_root() / "lessons/01-vector-add/hints.md"), "01").size();
+  const std::string of = " of " + std::to_string(n);
+  Result r = klab("hint 01 --all");
+  EXPECT_EQ(r.rc, 0) << r.out;
+  EXPECT_TRUE(has(r.out, "No hint of lesson 01 seen yet")) << r.out;
+
+  r = klab("hint 01");
+  EXPECT_EQ(r.rc, 0) << r.out;
+  EXPECT_TRUE(has(r.out, "Hint 1" + of)) << r.out;
+  EXPECT_EQ(progress_json()["aids"]["01"]["hints_seen"], 1);
+  r = klab("hint 01");
+  EXPECT_TRUE(has(r.out, "Hint 2" + of)) << r.out;
+  EXPECT_FALSE(has(r.out, "Hint 1" + of)) << r.out;
+
+  r = klab("hint 01 --all");
+  EXPECT_EQ(r.rc, 0) << r.out;
+  EXPECT_TRUE(has(r.out, "Hint 1" + of)) << r.out;
+  EXPECT_TRUE(has(r.out, "Hint 2" + of)) << r.out;
+  EXPECT_FALSE(has(r.out, "Hint 3" + of)) << r.out;
+  EXPECT_EQ(progress_json()["aids"]["01"]["hints_seen"], 2) << "--all shows, it does not advance";
+
+  for (std::size_t k = 3; k <= n; ++k) r = klab("hint 01");
+  EXPECT_TRUE(has(r.out, "Hint " + std::to_string(n) + of)) << r.out;
+  EXPECT_TRUE(has(r.out, "that was the last hint")) << r.out;
+  r = klab("hint 01");
+  EXPECT_EQ(r.rc, 0) << r.out;
+  EXPECT_TRUE(has(r.out, "No more hints")) << r.out;
+  EXPECT_EQ(progress_json()["aids"]["01"]["hints_seen"], static_cast<int>(n));
+
+  r = klab("progress");
+  EXPECT_TRUE(has(r.out, std::to_string(n) + " hints")) << r.out;
+}
+
+TEST_F(Verbs, HintKeepsPassesAndRefusesACorruptFile) {
+  write_text(progress_, R"({"format":"klab-progress","version":1,"exercises":{"03":{"passed_at":"2026-11-22T10:31:05Z"}}})");
+  Result r = klab("hint 01");
+  EXPECT_EQ(r.rc, 0) << r.out;
+  EXPECT_EQ(progress_json()["exercises"]["03"]["passed_at"], "2026-11-22T10:31:05Z");
+  write_text(progress_, "{");
+  r = klab("hint 01");
+  EXPECT_EQ(r.rc, 2) << r.out;
+  EXPECT_EQ(lines_of(r.out), 1u) << r.out;
+  EXPECT_EQ(read_text(progress_), "{") << "never saved over";
+}
+
+// ---- solution --------------------------------------------------------------------------
+
+TEST_F(Verbs, SolutionStaysClosedUntilPassedOrForcedAndForcingIsNoted) {
+  const std::string solution = read_text(repo_root() / "solutions/01-vector-add/exercise.cu");
+  ASSERT_FALSE(solution.empty());
+  Result r = klab("solution 01");
+  EXPECT_EQ(r.rc, 1) << r.out;
+  EXPECT_TRUE(has(r.out, "has not passed yet")) << r.out;
+  EXPECT_FALSE(has(r.out, solution)) << "the solution was printed";
+  EXPECT_FALSE(fs::exists(progress_));
+
+  r = klab("solution 01 --force");
+  EXPECT_EQ(r.rc, 0) << r.out;
+  EXPECT_TRUE(has(r.out, solution)) << r.out;
+  EXPECT_TRUE(has(r.out, "shown before your exercise passed")) << r.out;
+  const std::string seen = progress_json()["aids"]["01"]["solution_seen_at"];
+  EXPECT_TRUE(klab::valid_utc_timestamp(seen)) << seen;
+  r = klab("progress");
+  EXPECT_TRUE(has(r.out, "solution seen before passing")) << r.out;
+}
+
+TEST_F(Verbs, SolutionOpensAfterAPassWithoutANote) {
+  write_text(progress_, R"({"format":"klab-progress","version":1,"exercises":{"01":{"passed_at":"2026-11-22T10:31:05Z"}}})");
+  Result r = klab("solution 01");
+  EXPECT_EQ(r.rc, 0) << r.out;
+  EXPECT_TRUE(has(r.out, read_text(repo_root() / "solutions/01-vector-add/exercise.cu")));
+  EXPECT_FALSE(progress_json().contains("aids")) << read_text(progress_);
+  EXPECT_FALSE(has(klab("progress").out, "solution seen")) << "a pass first: nothing to note";
+}
+
+// ---- reset -----------------------------------------------------------------------------
+
+class Reset : public Verbs {
+ protected:
+  void SetUp() override {
+    Verbs::SetUp();
+    tree_ = dir_ / "tree";
+    ex_ = tree_ / "lessons" / "01-vector-add" / "exercise.cu";
+    write_text(ex_, "// stub\n");
+  }
+  void git_init() {
+    const std::string q = quote(tree_.string());
+    ASSERT_EQ(std::system(("git -C " + q + " init -q && git -C " + q + " add lessons && git -C " + q +
+                           " -c user.name=t -c user.email=t@example.com commit -q -m stub")
+                              .c_str()),
+              0);
+  }
+  std::vector<fs::path> backups() {
+    std::vector<fs::path> b;
+    for (const auto& e : fs::directory_iterator(ex_.parent_path()))
+      if (e.path().extension() == ".bak") b.push_back(e.path());
+    return b;
+  }
+  std::string src() { return "KLAB_SOURCE_DIR=" + quote(tree_.string()); }
+  fs::path tree_, ex_;
+};
+
+TEST_F(Reset, RestoresHeadAfterSavingTheLearnersFile) {
+  git_init();
+  write_text(ex_, "// my work\n");
+  Result r = klab("reset 01 --yes", src());
+  EXPECT_EQ(r.rc, 0) << r.out;
+  EXPECT_EQ(read_text(ex_), "// stub\n");
+  const auto b = backups();
+  ASSERT_EQ(b.size(), 1u) << r.out;
+  EXPECT_EQ(read_text(b[0]), "// my work\n");
+  EXPECT_TRUE(b[0].filename().string().rfind("exercise.cu.", 0) == 0) << b[0];
+  EXPECT_TRUE(has(r.out, "lessons/01-vector-add/" + b[0].filename().string())) << "says where: " << r.out;
+
+  // Already the stub: one line, nothing changed, no new backup.
+  r = klab("reset 01 --yes", src());
+  EXPECT_EQ(r.rc, 0) << r.out;
+  EXPECT_EQ(lines_of(r.out), 1u) << r.out;
+  EXPECT_TRUE(has(r.out, "already equals git's HEAD")) << r.out;
+  EXPECT_EQ(backups().size(), 1u);
+}
+
+TEST_F(Reset, WithoutATerminalOrYesItRefusesAndChangesNothing) {
+  git_init();
+  write_text(ex_, "// my work\n");
+  Result r = klab("reset 01", src());   // stdin is /dev/null
+  EXPECT_EQ(r.rc, 2) << r.out;
+  EXPECT_EQ(lines_of(r.out), 1u) << r.out;
+  EXPECT_TRUE(has(r.out, "--yes")) << r.out;
+  EXPECT_EQ(read_text(ex_), "// my work\n");
+  EXPECT_TRUE(backups().empty());
+}
+
+TEST_F(Reset, NotAGitCheckoutChangesNothing) {
+  write_text(ex_, "// my work\n");
+  Result r = klab("reset 01 --yes", src() + " GIT_CEILING_DIRECTORIES=" + quote(dir_.string()));
+  EXPECT_EQ(r.rc, 1) << r.out;
+  EXPECT_EQ(lines_of(r.out), 1u) << r.out;
+  EXPECT_TRUE(has(r.out, "not a git checkout")) << r.out;
+  EXPECT_EQ(read_text(ex_), "// my work\n");
+  EXPECT_TRUE(backups().empty());
+}
