@@ -96,10 +96,11 @@ const DeviceInfo& device_info() {
 
 void require_gpu(const DeviceInfo& d) {
   if (d.present) return;
-  // One line that says what still works: a user without a GPU has plenty to do.
+  // One line that says what still works, and where the page for this machine is: a user
+  // without a GPU has plenty to do (docs/no-gpu.md, which also says how to get a GPU).
   if (gpu_absence_is_skip(d.state))
-    throw NoGpuError("no GPU: " + d.why_absent + "; `klab list`, `progress`, `doctor`, the build and the CPU tests (ctest -LE gpu) work without one");
-  throw Error("cannot use the GPU: " + d.why_absent);
+    throw NoGpuError("no GPU: " + d.why_absent + "; the build, `klab list`, `progress`, `doctor` and the CPU tests work without one: see docs/no-gpu.md");
+  throw Error("cannot use the GPU: " + d.why_absent + " (docs/no-gpu.md)");
 }
 
 void require_gpu() { require_gpu(device_info()); }

@@ -44,7 +44,8 @@ const DeviceInfo& device_info();
 
 // Returns when a GPU is present. Throws NoGpuError (exit 77) when there is no driver or
 // no device, and klab::Error naming the CUDA error (exit 1) for a driver too old or any
-// other initialisation failure.
+// other initialisation failure. Both lines point to docs/no-gpu.md, which explains them
+// (tests/CMakeLists.txt: cli.no_device, cli.stub_driver, cli.driver_too_old, ...).
 void require_gpu();
 void require_gpu(const DeviceInfo& d);
 
