@@ -28,6 +28,8 @@
 #include "klab/progress.hpp"
 #include "klab/report.hpp"
 #include "klab/triton.hpp"
+#include "verb_exercise.hpp"
+#include "verb_report.hpp"
 
 namespace klab {
 
@@ -414,6 +416,8 @@ int cmd_check(Common& o, const std::string& lesson_key) {
   sel.only_exercises = true;
   const auto cases = plan_cases(sel, false);
   (void)l2_flush_by_write();   // the grade ends with a bench
+  check_progress_before_run();  // a file that cannot take the pass fails now, not after the work
+  if (const std::string w = stale_exercise_warning(*l); !w.empty()) std::fprintf(stderr, "%s\n", w.c_str());
   require_gpu();
   RunOptions ro = make_options(o);
   // Unseen seeds: the fixed seeds of `klab test` are known; the grader draws its own.
@@ -456,13 +460,7 @@ int cmd_check(Common& o, const std::string& lesson_key) {
   rec.speed_ratio = ratio;
   rec.seed = ro.run_seed;
   rec.device = device_info().name;
-  try {
-    record_exercise_pass(rec);
-    std::printf("progress recorded in %s (see `klab progress`)\n", progress_path().c_str());
-  } catch (const Error& e) {
-    std::printf("passed, but not recorded: %s\n", e.what());
-  }
-  return kExitOk;
+  return record_pass(rec);   // a pass that cannot be saved exits 1 and says why
 }
 
 int cmd_progress() {
@@ -666,8 +664,13 @@ int klab_main(int argc, char** argv) {
   auto* progress = app.add_subcommand("progress", "exercises passed, paths and tracks, the certificate");
   auto* doctor = app.add_subcommand("doctor", "GPU, versions, measured peaks, Triton and tools");
   doctor->add_flag("--remeasure", remeasure, "measure the peaks again instead of using the cache");
+  ReportArgs report_args;
+  auto* report = add_report_verb(app, report_args);
   app.allow_extras();
   for (auto* c : {list, run, test, bench_c, check, progress, doctor}) c->allow_extras();
+  ExerciseVerbArgs xa;   // hint, solution, reset (verb_exercise.cpp)
+  const auto exercise_verbs = add_exercise_verbs(app, xa);
+  for (auto* c : exercise_verbs) c->allow_extras();
 
   try {
     app.parse(argc, argv);
@@ -701,7 +704,9 @@ int klab_main(int argc, char** argv) {
     if (list->parsed()) return cmd_list(o);
     if (progress->parsed()) return cmd_progress();
     if (doctor->parsed()) return cmd_doctor(remeasure);
+    if (report->parsed()) return cmd_report(report_args);
     if (check->parsed()) return cmd_check(o, check_lesson);
+    if (const int rc = run_exercise_verbs(exercise_verbs, xa); rc >= 0) return rc;
     Selection sel = make_selection(o);
     if (test->parsed()) return cmd_test(o, sel);
     if (bench_c->parsed()) return cmd_bench(o, sel);
