@@ -201,13 +201,15 @@ std::string roofline(const std::vector<const Rec*>& recs, const json& peaks, con
                      std::vector<std::string>& left_out) {
   struct Pt { const Rec* r; double ai, flops; };
   std::vector<Pt> pts;
-  std::set<std::string> no_flops;
+  std::set<std::string> no_flops, no_bytes;
   for (const Rec* r : recs) {
     if (!r->measured()) continue;
     if (r->tflops > 0 && r->gbps > 0) pts.push_back({r, r->tflops * 1e3 / r->gbps, r->tflops * 1e12});
-    else no_flops.insert(r->op);
+    else (r->tflops > 0 ? no_bytes : no_flops).insert(r->op);
   }
-  for (const auto& op : no_flops) left_out.push_back(op);
+  for (const auto& op : no_flops) left_out.push_back(op + " (it counts no FLOPs: intensity 0)");
+  for (const auto& op : no_bytes)
+    if (!no_flops.count(op)) left_out.push_back(op + " (no bytes recorded: intensity unknown)");
   if (pts.empty()) return "";
   const double bw = peaks.is_object() ? num(peaks, "copy_gbps") * 1e9 : 0;  // bytes/s
   std::vector<Roof> roofs;
@@ -576,12 +578,11 @@ std::string report_html(const std::vector<BenchFile>& files, const std::map<std:
       const std::string roof = roofline(all, pk != dev.end() ? *pk : json(), "Roofline of lesson " + id + " (" + fname + ")", left_out);
       o << "<h4>Roofline</h4>\n";
       if (!roof.empty()) o << "<figure class=\"roof\">" << roof << "</figure>\n";
-      else o << "<p class=\"note\">No measured impl here does arithmetic that the op counts, so there is no roofline.</p>\n";
-      if (!left_out.empty() && !roof.empty()) {
+      else o << "<p class=\"note no-roofline\">No roofline: no measured impl here has both a FLOP and a byte count.</p>\n";
+      if (!left_out.empty()) {
         std::string ops;
-        for (const auto& op : left_out) ops += (ops.empty() ? "" : ", ") + op;
-        o << "<p class=\"note\">Not on the roofline (the op counts no FLOPs, so its intensity is 0): " << esc(ops)
-          << ". Its bars above are judged against bandwidth.</p>\n";
+        for (const auto& op : left_out) ops += (ops.empty() ? "" : "; ") + op;
+        o << "<p class=\"note\">Not on the roofline: " << esc(ops) << ". Their bars above show time and % of peak.</p>\n";
       }
       o << table(all, "Lesson " + id + ", " + fname + ": every record");
       o << "</section>\n";
