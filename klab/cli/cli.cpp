@@ -74,6 +74,8 @@ struct Common {
   bool seed_given = false, verbose = false, graph = false;
   bool shape_given = false, dtype_given = false;   // given, even as '' (which is then an error)
   double time_cap = 1.0;
+  bool time_cap_given = false;
+  bool full = false;   // run: everything instead of the tour
 };
 
 // Validators that say what a value must be, in place of CLI11's "Could not convert" and its
@@ -389,6 +391,10 @@ int cmd_bench(Common& o, Selection sel) {
 }
 
 int cmd_run(Common& o, Selection sel) {
+  // No filter and no --full: the tour (plan.hpp), a few minutes however large the curriculum.
+  sel.tour = !o.full && sel.ops.empty() && sel.impls.empty() && !sel.shape && !sel.dtype && !sel.variant &&
+             sel.max_elems == 0 && o.candidate.empty();
+  if (sel.tour && !o.time_cap_given) o.time_cap = 0.25;
   const auto vcases = keep_candidate(plan_cases(sel, false), o.candidate);
   const auto bcases = keep_candidate(plan_cases(sel, true, !sel.shape), o.candidate);   // a --shape's notes are the same twice
   (void)l2_flush_by_write();
@@ -396,6 +402,10 @@ int cmd_run(Common& o, Selection sel) {
   const RunOptions ro = make_options(o);
   print_device_line();
   print_run_seed(ro);
+  if (sel.tour)
+    std::printf("the tour: edge shapes up to 2^24 elements, then each op's first and best versions and its "
+                "baseline at one bench shape (`klab run --full` runs everything; `klab test` adds the shapes "
+                "past 2^31)\n");
   std::printf("\n== verify ==\n");
   const auto v = verify_by_op(vcases, ro, o.verbose);
   (void)peaks();
@@ -642,7 +652,7 @@ int klab_main(int argc, char** argv) {
   list->add_option("lessons", o.lessons, "only these lessons");
   list->add_option("--json", o.json, "also write the list as JSON to this file");
 
-  auto* run = app.add_subcommand("run", "verify, then bench, every impl (default: the whole curriculum)");
+  auto* run = app.add_subcommand("run", "verify, then bench: the tour of the curriculum (or of the lessons named); --full runs everything");
   auto* test = app.add_subcommand("test", "verification only: exit 0 all passed, 1 a failure, 77 no GPU");
   auto* bench_c = app.add_subcommand("bench", "timing only (warm-up, L2 flush, median), with --json/--csv");
   for (auto* c : {run, test, bench_c}) {
@@ -656,8 +666,11 @@ int klab_main(int argc, char** argv) {
   for (auto* c : {run, bench_c}) {
     c->add_option("--csv", o.csv, "write the timings as CSV to this file");
     c->add_flag("--graph", o.graph, "time CUDA-graph replays (for tiny problems where launch overhead dominates)");
-    c->add_option("--time-cap", o.time_cap, "seconds of timed launches per impl and shape (default 1)")->check(positive_seconds());
+    c->add_option("--time-cap", o.time_cap, "seconds of timed launches per impl and shape (default 1; the tour 0.25)")
+        ->check(positive_seconds())
+        ->each([&](const std::string&) { o.time_cap_given = true; });
   }
+  run->add_flag("--full", o.full, "every op, impl and shape (default: the tour; any filter also runs what it selects)");
   auto* check = app.add_subcommand("check", "grade your exercise: unseen seeds and edge cases, then speed");
   check->add_option("lesson", check_lesson, "the lesson, e.g. 01")->required();
   check->add_flag("-v,--verbose", o.verbose, "one row per check");

@@ -150,6 +150,9 @@ Plan make_plan(const Selection& sel, bool bench_shapes, const MemoryLimits& lim)
       if (is_ex && !sel.exercises && !sel.only_exercises && !named) continue;
       if (!is_ex && sel.only_exercises) continue;
       if (!sel.impls.empty() && std::find(sel.impls.begin(), sel.impls.end(), im->name) == sel.impls.end()) continue;
+      if (sel.tour && bench_shapes && im->name != op->baseline &&
+          std::find(op->tour.begin(), op->tour.end(), im->name) == op->tour.end())
+        continue;
       impls.push_back(im);
       impls_seen.insert(im->name);
     }
@@ -164,6 +167,7 @@ Plan make_plan(const Selection& sel, bool bench_shapes, const MemoryLimits& lim)
       dtypes = {*sel.dtype};
     }
     std::vector<std::string> variants = op->variants;
+    if (sel.tour && bench_shapes && !sel.variant) variants.resize(1);
     if (sel.variant) {
       if (std::find(variants.begin(), variants.end(), *sel.variant) == variants.end()) {
         std::string vs;
@@ -174,6 +178,7 @@ Plan make_plan(const Selection& sel, bool bench_shapes, const MemoryLimits& lim)
       variants = {*sel.variant};
     }
     std::vector<Dims> shapes = bench_shapes ? op->bench_shapes : op->test_shapes;
+    if (sel.tour && bench_shapes && shapes.size() > 1) shapes.resize(1);
     if (sel.shape) {
       if (sel.shape->size() != op->dims.size()) {
         std::string d;
@@ -196,6 +201,7 @@ Plan make_plan(const Selection& sel, bool bench_shapes, const MemoryLimits& lim)
           }
           ++accepted;
           if (sel.max_elems > 0 && largest_tensor(*op, p) > sel.max_elems) continue;
+          if (sel.tour && !bench_shapes && largest_tensor(*op, p) > kTourMaxElems) continue;
           cases.push_back({op, impls, p});
         }
     if (rejected.empty()) continue;

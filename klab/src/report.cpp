@@ -56,11 +56,23 @@ ProgressLine::ProgressLine(std::size_t total, bool enabled)
 
 void ProgressLine::update(std::size_t done, const std::string& what) {
   if (!enabled_) return;
-  std::string s = fmt::format("[{:>{}}/{}] {}", done + 1, std::to_string(total_).size(), total_, what);
+  const double elapsed = std::chrono::duration<double>(std::chrono::steady_clock::now() - start_).count();
+  const std::string eta = eta_text(elapsed, done, total_);
+  std::string s = fmt::format("[{:>{}}/{}]{}{} {}", done + 1, std::to_string(total_).size(), total_,
+                              eta.empty() ? "" : " ", eta, what);
   if (s.size() > 100) s.resize(100);
   std::fprintf(stderr, "\r%s%s", s.c_str(), std::string(last_len_ > s.size() ? last_len_ - s.size() : 0, ' ').c_str());
   std::fflush(stderr);
   last_len_ = s.size();
+}
+
+std::string eta_text(double elapsed_s, std::size_t done, std::size_t total) {
+  if (done == 0 || done >= total || !(elapsed_s >= 2.0)) return "";
+  const double left = elapsed_s / static_cast<double>(done) * static_cast<double>(total - done);
+  const long long s = std::llround(left);
+  if (s < 60) return fmt::format("ETA {}s", s);
+  if (s < 3600) return fmt::format("ETA {}m{:02}s", s / 60, s % 60);
+  return fmt::format("ETA {}h{:02}m", s / 3600, (s % 3600) / 60);
 }
 
 void ProgressLine::finish() {

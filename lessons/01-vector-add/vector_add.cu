@@ -145,6 +145,7 @@ void run_triton(const klab::Launch& l) {
 klab::Op make_vector_add_op() {
   klab::Op op = elementwise_op("vector_add", "z = x + y", 2, [](double x, double y) { return x + y; });
   op.dtypes = {klab::DType::f32, klab::DType::f16, klab::DType::bf16};
+  op.tour = {"v1_naive", "v3_vec16"};
   return op;
 }
 

@@ -98,6 +98,7 @@ klab::Op make_strided_copy_op() {
   // The sweep: the same 2^24 useful elements at strides 1..32 (input up to 2 GiB).
   for (std::int64_t s = 1; s <= 32; s *= 2) op.bench_shapes.push_back({std::int64_t{1} << 24, s});
   op.baseline = "memcpy2d";
+  op.tour = {"v1_naive"};
   op.validate = [](const Problem& p) {
     std::string why = need_rank(p, 2);
     if (why.empty() && p.shape[1] < 1) why = "stride must be >= 1";
@@ -129,6 +130,7 @@ klab::Op make_grayscale_op() {
                     {1048583, 683}};
   op.bench_shapes = {{4096, 4096}, {8192, 8192}};
   op.baseline = "v1_2d_grid";
+  op.tour = {"v1_2d_grid", "v2_flat_vec4"};
   op.validate = [](const Problem& p) { return need_rank(p, 2); };
   op.inputs = [](const Problem& p) {
     return std::vector<TensorSpec>{{"rgb", p.dtype, {p.shape[0], p.shape[1], 3}}};
@@ -158,6 +160,7 @@ klab::Op make_matrix_add_op() {
                     {3, 524353}, {524353, 3}, {1048583, 2049}};
   op.bench_shapes = {{8192, 8192}, {4096, 32768}};
   op.baseline = "v3_flat_vec";
+  op.tour = {"v1_rows_in_x", "v3_flat_vec"};
   op.validate = [](const Problem& p) { return need_rank(p, 2); };
   op.inputs = [](const Problem& p) {
     return std::vector<TensorSpec>{{"A", p.dtype, p.shape}, {"B", p.dtype, p.shape}};

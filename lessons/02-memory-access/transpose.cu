@@ -88,6 +88,7 @@ klab::Op make_transpose_op() {
                     {8388738, 258}};
   op.bench_shapes = {{8192, 8192}, {4096, 32768}};
   op.baseline = "cublas";
+  op.tour = {"v1_naive", "v4_tile64_ilp"};
   op.validate = [](const Problem& p) {
     if (p.shape.size() != 2) return std::string("expects 2 dims: rows cols");
     if (p.shape[0] < 0 || p.shape[1] < 0) return std::string("negative size");

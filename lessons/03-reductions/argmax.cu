@@ -75,6 +75,7 @@ klab::Op make_argmax_op() {
   op.no_huge_shape = "the index output is int32: n <= 2^31 - 1";
   op.bench_shapes = {{1 << 24}, {1 << 28}};
   op.baseline = "cub";
+  op.tour = {"v1_two_pass", "v2_vec_last_block"};
   op.validate = [](const Problem& p) {
     if (auto why = lesson03::validate_1d(p); !why.empty()) return why;
     if (p.shape[0] > std::numeric_limits<int>::max()) return std::string("the index output is int32: n < 2^31");

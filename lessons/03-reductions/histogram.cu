@@ -96,6 +96,7 @@ klab::Op make_histogram_op() {
                     {(std::int64_t{1} << 31) + 17}};  // past 2^31: 2 GiB of u8, 8 GiB of i32
   op.bench_shapes = {{1 << 24}, {1 << 28}};
   op.baseline = "cub";
+  op.tour = {"v1_global_atomics", "v3_warp_private_vec"};
   op.bound = klab::Bound::memory_read;   // bytes (the default): x read once, 256 counts written
   op.validate = lesson03::validate_1d;
   op.inputs = [](const Problem& p) { return std::vector<TensorSpec>{{"x", p.dtype, p.shape}}; };

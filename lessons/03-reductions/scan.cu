@@ -85,6 +85,7 @@ klab::Op make_scan_op() {
                     {(1 << 24) + 3}, {(std::int64_t{1} << 31) + 17}};
   op.bench_shapes = {{1 << 24}, {1 << 28}};
   op.baseline = "cub";
+  op.tour = {"v1_scan_then_propagate", "v3_reg_tiles_backoff"};
   op.validate = lesson03::validate_1d;
   op.inputs = [](const Problem& p) { return std::vector<TensorSpec>{{"x", p.dtype, p.shape}}; };
   op.outputs = [](const Problem& p) { return std::vector<TensorSpec>{{"y", p.dtype, p.shape}}; };

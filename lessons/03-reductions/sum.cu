@@ -107,6 +107,7 @@ klab::Op make_sum_op() {
   op.test_shapes = reduction_test_shapes();
   op.bench_shapes = {{1 << 24}, {1 << 28}};
   op.baseline = "cub";
+  op.tour = {"v1_smem_tree", "v5_dynamic_chunks"};
   op.bound = klab::Bound::memory_read;   // bytes (the default): x read once, one value written
   op.validate = lesson03::validate_1d;
   op.inputs = [](const Problem& p) { return std::vector<TensorSpec>{{"x", p.dtype, p.shape}}; };
@@ -149,6 +150,7 @@ klab::Op make_mean_op() {
   op.test_shapes = reduction_test_shapes();
   op.bench_shapes = {{1 << 24}, {1 << 28}};
   op.baseline = "cub";
+  op.tour = {"v1_vec_last_block"};
   op.bound = klab::Bound::memory_read;   // bytes (the default): x read once, one value written
   op.validate = lesson03::validate_1d;
   op.inputs = [](const Problem& p) { return std::vector<TensorSpec>{{"x", p.dtype, p.shape}}; };

@@ -97,6 +97,7 @@ klab::Op make_normalize_op() {
   op.test_shapes = kTestShapes;
   op.bench_shapes = kBenchShapes;
   op.baseline = "";
+  op.tour = {"v1_block_row"};
   op.bound = klab::Bound::memory;
   op.inputs = [](const Problem& p) { return std::vector<klab::TensorSpec>{{"x", p.dtype, p.shape}}; };
   op.outputs = [](const Problem& p) { return std::vector<klab::TensorSpec>{{"y", p.dtype, p.shape}}; };
@@ -171,6 +172,7 @@ klab::Op make_bwd_op() {
   op.test_shapes = kTestShapes;
   op.bench_shapes = kBenchShapes;
   op.baseline = "cudnn";
+  op.tour = {"v1_block_row"};
   op.bound = klab::Bound::memory;
   op.inputs = [](const Problem& p) {
     return std::vector<klab::TensorSpec>{{"y", p.dtype, p.shape}, {"dy", p.dtype, p.shape}};

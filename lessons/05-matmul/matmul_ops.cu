@@ -205,6 +205,9 @@ klab::Op make_matmul_op(bool batched) {
   // is a floor of what the kernel moved, and % of peak is taken of the FLOP rate.
   op.bound = klab::Bound::compute;
   op.baseline = "cublas";
+  // The tour: the first version and the best of each dtype (f32 SIMT, bf16 mma.sync).
+  op.tour = batched ? std::vector<std::string>{"v7_warptiling", "v13_mma_autotuned"}
+                    : std::vector<std::string>{"v1_naive", "v8_autotuned", "v13_mma_autotuned"};
   op.seeds = 2;  // each seed costs a full fp64 product per (shape, dtype, variant)
   if (!batched) {
     op.test_shapes = {
@@ -299,6 +302,7 @@ klab::Op make_gemv_op() {
   // M·K + K + M elements): judged against the read bandwidth.
   op.bound = klab::Bound::memory_read;
   op.baseline = "cublas";
+  op.tour = {"v1_thread_per_row", "v3_multi_row"};
   // v2 takes a warp per row from 8448 rows on (132 SMs x 64 warps), a block per row below;
   // v3 picks W warps per row from the row's 16-byte chunks and R rows per group from M:
   //   {10007, 136}        warp per row, 16-byte loads; v3 W = 1, R = 1

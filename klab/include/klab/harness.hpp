@@ -36,6 +36,9 @@ struct Selection {
   std::int64_t max_elems = 0;          // > 0: skip problems with a larger tensor (sanitizer runs)
   bool exercises = false;              // include impls of kind exercise
   bool only_exercises = false;
+  // The tour (`klab run` without --full, plan.hpp): test shapes up to kTourMaxElems, and in
+  // bench plans only each op's tour impls and its baseline at its first bench shape.
+  bool tour = false;
 };
 
 struct RunOptions {

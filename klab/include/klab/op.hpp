@@ -100,6 +100,10 @@ struct Op {
   int seeds = 3;                       // seeds per test shape (shapes over large_numel get 1)
   std::int64_t large_numel = std::int64_t{1} << 28;
   std::string baseline;                // impl for the speedup column, measured in the same run
+  // The impls `klab run` benches in its tour (plan.hpp), beside the baseline: the lesson's
+  // first version and its best (one per dtype where they differ). Empty: the tour verifies
+  // the op but benches none of it.
+  std::vector<std::string> tour;
   Bound bound = Bound::memory;
 
   std::function<std::vector<TensorSpec>(const Problem&)> inputs;

@@ -30,6 +30,15 @@ struct Plan {
 };
 Plan make_plan(const Selection& sel, bool bench_shapes, const MemoryLimits& lim);
 
+// The tour: what `klab run` runs unless --full (or a filter) asks for more. It must stay a
+// few minutes however many lessons exist (a GPU CTest holds each lesson to 30 s):
+//   verify: every op, impl, dtype and variant at the test shapes whose largest tensor has at
+//           most kTourMaxElems elements (the edge cases: 0, 1, primes, ragged tiles);
+//   bench:  each op's first bench shape, first variant, every dtype, for the impls the op
+//           names in Op::tour (its first and best versions) and its baseline.
+// The shapes past 2^31 elements and the other bench shapes are `klab test` / `klab run --full`.
+inline constexpr std::int64_t kTourMaxElems = std::int64_t{1} << 24;
+
 // The product of a shape's sizes; nullopt when a size is negative or the product passes
 // 2^63 - 1.
 std::optional<std::int64_t> checked_numel(const Dims& shape);

@@ -1,6 +1,7 @@
 // klab/report.hpp — aligned terminal tables, JSON and CSV files, the progress line.
 #pragma once
 
+#include <chrono>
 #include <cstdio>
 #include <string>
 #include <vector>
@@ -37,7 +38,13 @@ class ProgressLine {
   std::size_t total_;
   bool enabled_;
   std::size_t last_len_ = 0;
+  std::chrono::steady_clock::time_point start_ = std::chrono::steady_clock::now();
 };
+
+// The progress line's estimate of the time left: the mean time of the `done` cases so far
+// times the cases left ("ETA 3m07s"); "" before the first case is done or in the first 2 s,
+// when the mean says too little.
+std::string eta_text(double elapsed_s, std::size_t done, std::size_t total);
 
 std::string fmt_ms(double ms);
 std::string fmt_sig(double v, int digits = 3);   // 3 significant digits, "-" for 0

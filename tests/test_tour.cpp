@@ -1,0 +1,109 @@
+// The tour that `klab run` runs without --full (plan.hpp): every op declares it, and the plan
+// keeps to it, so the main job stays a few minutes however many lessons are added.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <map>
+#include <set>
+#include <string>
+
+#include "klab/harness.hpp"
+#include "klab/plan.hpp"
+#include "klab/report.hpp"
+
+namespace {
+
+using namespace klab;
+
+bool contains(const std::vector<std::string>& v, const std::string& s) {
+  return std::find(v.begin(), v.end(), s) != v.end();
+}
+
+TEST(Tour, EveryOpNamesRegisteredImplsWithACudaVersion) {
+  for (const Op& op : registry().ops()) {
+    ASSERT_FALSE(op.tour.empty()) << op.name << ": no Op::tour (the impls `klab run` benches)";
+    bool cuda = false;
+    for (const auto& name : op.tour) {
+      const Impl* im = registry().find_impl(op.name, name);
+      ASSERT_NE(im, nullptr) << op.name << ": tour names '" << name << "', which is not registered";
+      EXPECT_NE(im->kind, ImplKind::exercise) << op.name << ": the tour never runs the exercise";
+      cuda = cuda || im->kind == ImplKind::cuda;
+    }
+    EXPECT_TRUE(cuda) << op.name << ": the tour benches none of the lesson's own CUDA versions";
+    if (!op.baseline.empty()) EXPECT_NE(registry().find_impl(op.name, op.baseline), nullptr) << op.name;
+  }
+}
+
+TEST(Tour, VerifiesEveryOpAtSmallTestShapesOnly) {
+  Selection sel;
+  sel.tour = true;
+  const Plan p = make_plan(sel, false, {});
+  std::set<std::string> ops;
+  std::map<std::string, int> shapes_full, shapes_tour;
+  for (const Case& c : p.cases) {
+    EXPECT_LE(largest_tensor(*c.op, c.problem), kTourMaxElems) << c.op->name << " " << c.problem.label();
+    ops.insert(c.op->name);
+    ++shapes_tour[c.op->name];
+  }
+  for (const Op& op : registry().ops()) EXPECT_TRUE(ops.count(op.name)) << op.name << " is not verified by the tour";
+  // It is a subset: the full plan has every one of these cases and more (the huge shapes).
+  Selection full;
+  for (const Case& c : make_plan(full, false, {}).cases) ++shapes_full[c.op->name];
+  std::size_t fewer = 0;
+  for (const auto& [op, n] : shapes_tour) {
+    EXPECT_LE(n, shapes_full[op]) << op;
+    fewer += n < shapes_full[op];
+  }
+  EXPECT_GT(fewer, 0u) << "the tour left out no test shape of any op";
+}
+
+TEST(Tour, BenchesFirstBenchShapeFirstVariantTourImplsAndBaselineOnly) {
+  Selection sel;
+  sel.tour = true;
+  const Plan p = make_plan(sel, true, {});
+  std::map<std::string, std::set<std::string>> dtypes_seen;
+  for (const Case& c : p.cases) {
+    const Op& op = *c.op;
+    EXPECT_EQ(c.problem.shape, op.bench_shapes.front()) << op.name;
+    EXPECT_EQ(c.problem.variant, op.variants.front()) << op.name;
+    for (const Impl* im : c.impls)
+      EXPECT_TRUE(contains(op.tour, im->name) || im->name == op.baseline) << op.name << " " << im->name;
+    dtypes_seen[op.name].insert(dtype_name(c.problem.dtype));
+  }
+  for (const Op& op : registry().ops())
+    EXPECT_EQ(dtypes_seen[op.name].size(), op.dtypes.size()) << op.name << ": the tour benches every dtype";
+}
+
+TEST(Tour, StaysSmallPerLesson) {
+  // Bench rows (impl x problem) per lesson: a bound that makes a lesson's tour seconds, not
+  // minutes (each row is capped at 0.25 s of timed launches); a lesson that needs more says
+  // so by raising this with its reason.
+  Selection sel;
+  sel.tour = true;
+  std::map<std::string, std::size_t> rows;
+  for (const Case& c : make_plan(sel, true, {}).cases) rows[c.op->lesson] += c.impls.size();
+  for (const auto& [lesson, n] : rows) EXPECT_LE(n, 40u) << "lesson " << lesson << " benches " << n << " rows in the tour";
+}
+
+TEST(Tour, AnOpFilterKeepsTheTourShapes) {
+  // make_plan honours sel.tour; the CLI sets it only without filters (cli.cpp cmd_run). A
+  // tour with an op filter still keeps to the tour's shapes: checked here so a filter never
+  // widens a tour by accident.
+  Selection sel;
+  sel.tour = true;
+  sel.ops = {registry().ops().front().name};
+  for (const Case& c : make_plan(sel, false, {}).cases) EXPECT_LE(largest_tensor(*c.op, c.problem), kTourMaxElems);
+}
+
+TEST(Eta, FromTheMeanCaseTime) {
+  EXPECT_EQ(eta_text(1.0, 1, 10), "");        // too early to say
+  EXPECT_EQ(eta_text(10.0, 0, 10), "");       // nothing done yet
+  EXPECT_EQ(eta_text(10.0, 10, 10), "");      // all done
+  EXPECT_EQ(eta_text(10.0, 5, 10), "ETA 10s");
+  EXPECT_EQ(eta_text(30.0, 1, 8), "ETA 3m30s");
+  EXPECT_EQ(eta_text(100.0, 1, 100), "ETA 2h45m");
+  EXPECT_EQ(eta_text(std::nan(""), 1, 3), "");
+}
+
+}  // namespace
