@@ -5,6 +5,8 @@
 #                         then checks for the CUDA toolkit (nvcc 12.5 or newer)
 #   tools/setup.sh venv   .venv with triton==3.6.0 from PyPI for the ahead-of-time compile;
 #                         when that fails the build goes on without the Triton impls
+#   tools/setup.sh browser  chromium, for the test that renders `klab report` in a headless
+#                         browser; installed when run as root, else that test skips (77)
 set -uo pipefail
 cd "$(dirname "$0")/.."
 TRITON_VERSION=3.6.0
@@ -61,8 +63,20 @@ venv() {
   return 0
 }
 
+browser() {
+  command -v chromium >/dev/null || command -v chromium-browser >/dev/null && return 0
+  if [ "$(id -u)" -eq 0 ] && command -v apt-get >/dev/null; then
+    echo "setup: installing chromium (the headless-browser test of klab report)"
+    export DEBIAN_FRONTEND=noninteractive
+    apt-get update -qq && apt-get install -y -qq chromium >/dev/null && return 0
+  fi
+  echo "setup: note: no chromium; the headless-browser test of klab report will skip (install chromium to run it)"
+  return 0
+}
+
 case "${1:-}" in
   deps) deps ;;
   venv) venv ;;
-  *) deps; venv ;;
+  browser) browser ;;
+  *) deps; venv; browser ;;
 esac
