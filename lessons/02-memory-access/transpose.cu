@@ -220,7 +220,7 @@ __global__ void __launch_bounds__(256) transpose_v4_tile64_ilp(const W* __restri
 // twice the f32 version's), and the 2x2 transposes inside the words are done in registers,
 // so shared memory sees only whole words — one store and one load per word, as in f32.
 // (A tile of 2-byte elements costs two 2-byte shared stores and two loads per word: the
-// README says what that cost in the version before this one.)
+// HISTORY.md says what that cost in the version before this one.)
 //
 // The tile is 128 rows x 128 columns of x, so a warp writes 256 contiguous bytes of each
 // row of y (64 rows would give 128-byte pieces). Thread (lane, ty) owns row pairs rp and

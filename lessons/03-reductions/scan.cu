@@ -291,7 +291,7 @@ __global__ void __launch_bounds__(kThreads)
 }
 
 // v3_reg_tiles_backoff: v2's algorithm (ticket, aggregate, look-back, inclusive prefix)
-// with three changes, each measured on its own (README):
+// with three changes, each measured on its own (README; the sweeps in HISTORY.md):
 //  - Bigger tiles, kept in registers. V = 8 float4s per thread: 8192 elements per tile of
 //    256 threads (v2: 4096), half as many tiles and look-backs per byte. No shared-memory
 //    tile: warp w owns 128 V consecutive elements; lane l loads the float4s at
@@ -304,7 +304,7 @@ __global__ void __launch_bounds__(kThreads)
 //    look (its predecessors need about that long anyway), then SleepNs between polls of a
 //    window that is not ready (CUB's "delay constructor" does the same). Spinning warps
 //    otherwise hammer the few L2 lines that hold the status words of the tiles in flight.
-// Tried and dropped (same harness, README): persistent blocks that take the next tile's
+// Tried and dropped (same harness, HISTORY.md): persistent blocks that take the next tile's
 // ticket and issue its loads before this tile's look-back (far slower than CUB: a tile
 // reserved early publishes its aggregate late, and every successor waits on it); a look-back
 // window of 128 or 256 tiles per poll (slower than 32: more polling traffic, never needed).
@@ -522,7 +522,7 @@ void run_v2_decoupled_lookback(const klab::Launch& l) {
 
 // v3's settings: V = 8 float4s per thread, 500 ns between polls, 3000 ns before the first
 // (the best of V = 4, 6, 8, sleeps of 0-1000 ns between polls and 0-6000 ns before the
-// first, at 2^24 and 2^28; README).
+// first, at 2^24 and 2^28; the sweep in HISTORY.md).
 constexpr int kV3Vecs = 8, kV3SleepNs = 500, kV3FirstSleepNs = 3000;
 using V3 = V3Tile<kV3Vecs>;
 

@@ -269,7 +269,7 @@ __global__ void __launch_bounds__(kThreads)
 // chunks, and all SMs finish within one chunk of each other. Chunks are taken in order, so
 // the bytes in flight stay in one compact window of the array (an equal contiguous range
 // per block, CUB's "even share" at one block per slot, measured far slower: one stream
-// per block, far apart; README).
+// per block, far apart; README, with the numbers in HISTORY.md).
 //  - The first chunk of block b is chunk b (no wait); the counter hands out chunks G, G+1, ...
 //  - Thread 0 asks for the NEXT chunk as soon as it knows the current one, so the atomic's
 //    round trip overlaps the current loads; the index goes through a double-buffered shared
