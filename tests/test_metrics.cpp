@@ -420,6 +420,14 @@ TEST(Report, BenchJsonCarriesTheTelemetry) {
   EXPECT_EQ(u, nlohmann::json({{"available", false}, {"why_unavailable", none.why_unavailable}}));
 }
 
+TEST(Report, VerifyJsonCarriesWhereTheHostTimeWent) {
+  VerifyRecord r;
+  r.inputs_s = 1.5, r.reference_s = 4.25, r.check_s = 0.75;
+  const auto j = to_json(r);
+  ASSERT_TRUE(j.contains("seconds"));
+  EXPECT_EQ(j["seconds"], nlohmann::json({{"inputs", 1.5}, {"reference", 4.25}, {"check", 0.75}}));
+}
+
 TEST(Report, TheTableFlagsAThrottledRowAndNamesTheEvent) {
   Telemetry calm = throttled_window();
   calm.events = {"gpu_idle"};

@@ -547,8 +547,12 @@ std::vector<VerifyRecord> verify(const std::vector<Case>& cases, const RunOption
             if (!ref_error.empty()) throw Error(ref_error);
             if (!in) {
               try {
+                const auto t0 = std::chrono::steady_clock::now();
                 in = make_inputs(op, p, seed);
+                const auto t1 = std::chrono::steady_clock::now();
                 ref = make_reference(op, p, *in, seed);
+                rec.inputs_s = std::chrono::duration<double>(t1 - t0).count();
+                rec.reference_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t1).count();
               } catch (const std::exception& e) {
                 in.reset();
                 ref_error = fmt::format("the inputs or the CPU reference failed: {}", e.what());
@@ -560,7 +564,9 @@ std::vector<VerifyRecord> verify(const std::vector<Case>& cases, const RunOption
             // The plan depends on the tolerance: one per impl that overrides it, one shared.
             const Impl* tol_owner = im->tolerance ? im : nullptr;
             if (!plans.count(tol_owner)) plans[tol_owner] = plan_poison(op, im, p, *ref, dc.out_specs);
+            const auto t_check = std::chrono::steady_clock::now();
             check_run(op, p, r, *in, *ref, plans[tol_owner], dc, stream ? stream->s : nullptr, rec);
+            rec.check_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t_check).count();
           } catch (const NoGpuError&) {
             throw;
           } catch (const std::exception& e) {

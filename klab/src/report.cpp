@@ -220,7 +220,8 @@ nlohmann::json to_json(const VerifyRecord& r) {
                     {"rel_l2", c.rel_l2}, {"max_abs", c.max_abs}});
   return {{"lesson", r.lesson}, {"op", r.op}, {"impl", r.impl}, {"candidate", r.candidate},
           {"kind", impl_kind_name(r.kind)}, {"problem", problem_json(r.problem)}, {"seed", r.seed}, {"status", status_name(r.status)},
-          {"message", r.message}, {"rel_l2", r.rel_l2}, {"max_abs", r.max_abs}, {"outputs", outs}};
+          {"message", r.message}, {"rel_l2", r.rel_l2}, {"max_abs", r.max_abs}, {"outputs", outs},
+          {"seconds", {{"inputs", r.inputs_s}, {"reference", r.reference_s}, {"check", r.check_s}}}};
 }
 
 nlohmann::json to_json(const Telemetry& t) {

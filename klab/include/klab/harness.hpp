@@ -67,6 +67,10 @@ struct VerifyRecord {
   std::vector<CompareResult> outputs;  // one per output
   double rel_l2 = 0, max_abs = 0;      // worst over outputs
   std::string candidate;               // the configuration checked, for impls with candidates
+  // Wall time on the host, for finding where a check's time goes: the inputs and the fp64
+  // reference (on the record that made them: the first impl checked at a seed), and this
+  // impl's check (upload, poison, launch, download, compare, properties).
+  double inputs_s = 0, reference_s = 0, check_s = 0;
 };
 
 struct BenchRecord {
