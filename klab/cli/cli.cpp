@@ -586,6 +586,16 @@ std::string parse_problem(const CLI::App& app, const std::string& what, int argc
     if (!first.empty() && first[0] == '-') return fmt::format("unknown option '{}' before the verb (verbs: {})", first, verbs_of(app));
     return fmt::format("unknown verb '{}' (verbs: {})", first, verbs_of(app));
   }
+  // CLI11's "Could not convert: --full = maybe": every option that takes a value has a
+  // validator with its own words, so only a flag given a value reaches this.
+  static const std::string kConvert = "Could not convert: ";
+  if (what.rfind(kConvert, 0) == 0) {
+    const std::string rest = what.substr(kConvert.size());
+    const auto eq = rest.find(" = ");
+    if (eq != std::string::npos)
+      return fmt::format("{}: {} takes no value, not '{}' (give it alone) ({})", verbs.front()->get_name(),
+                         rest.substr(0, eq), rest.substr(eq + 3), usage_of(verbs.front()));
+  }
   return fmt::format("{}: {} ({})", verbs.front()->get_name(), what, usage_of(verbs.front()));
 }
 
