@@ -16,9 +16,14 @@ and NAME(stream, args..., algo_id) over the configs, in list order): that is the
 autotuned impl chooses from. The outputs are one C file and one header named after the
 Python file (vector_add_triton.c/.h); the header has extern "C" guards.
 
+Every entry is compiled for each of ARCHS (sm_80 and sm_90) and linked per arch
+(NAME_sm80..., NAME_sm90...); NAME_default, NAME, load_NAME and unload_NAME pick the
+arch's dispatcher at run time from klab_triton_arch() (klab/src/triton.cpp: 90 on a 9.x
+device, 80 on an 8.x one), so an Ampere GPU runs the Triton track too.
+
 Triton 3.6's AOT compiler asks the GPU driver for its target even when given --target,
-and declares fp32 scalars as double. A small driver shim answers both (sm_90, warp 32;
-fp32 -> float), so this runs on a machine with no GPU and no torch.
+and declares fp32 scalars as double. A small driver shim answers both (the arch being
+compiled, warp 32; fp32 -> float), so this runs on a machine with no GPU and no torch.
 """
 import argparse
 import importlib.util
@@ -32,7 +37,8 @@ import triton
 import triton.backends.compiler
 from triton.tools import compile as tt_compile
 
-TARGET_ARCH = 90  # the cubins are for Hopper; the C++ side reports other GPUs unsupported
+ARCHS = (80, 90)  # cubins for Ampere (8.x devices) and Hopper (9.x); others are unsupported
+_target_arch = ARCHS[-1]
 
 
 class _DriverShim:
@@ -42,7 +48,7 @@ class _DriverShim:
         self._real_map = real_map
 
     def get_current_target(self):
-        return triton.backends.compiler.GPUTarget("cuda", TARGET_ARCH, 32)
+        return triton.backends.compiler.GPUTarget("cuda", _target_arch, 32)
 
     def map_python_to_cpp_type(self, ty):
         if ty == "fp32":
@@ -83,6 +89,41 @@ def _unique(text: str, tag: str) -> str:
     return text
 
 
+def _prototype(header: str, fn: str):
+    """The parameter list of `CUresult fn(...)` in a generated header, or None."""
+    m = re.search(r"CUresult\s+" + re.escape(fn) + r"\s*\(([^)]*)\)\s*;", header)
+    return m.group(1).strip() if m else None
+
+
+def _arg_names(params: str):
+    return [p.strip().split()[-1].lstrip("*") for p in params.split(",") if p.strip()]
+
+
+def _arch_wrapper(name: str, header: str):
+    """C and header text of NAME_default / NAME / load_NAME / unload_NAME, each choosing the
+    dispatcher of the device's arch, and NAME_get_num_algos where the linker made one."""
+    c, h = [], []
+    for suffix in ("_default", ""):
+        params = _prototype(header, f"{name}_sm{ARCHS[-1]}{suffix}")
+        if params is None:
+            sys.exit(f"triton_aot: no CUresult {name}_sm{ARCHS[-1]}{suffix}(...) in the linked header")
+        args = ", ".join(_arg_names(params))
+        calls = " : ".join(f"arch >= {a} ? {name}_sm{a}{suffix}({args})" for a in reversed(ARCHS[1:]))
+        body = f"{calls} : {name}_sm{ARCHS[0]}{suffix}({args})" if calls else f"{name}_sm{ARCHS[0]}{suffix}({args})"
+        h.append(f"CUresult {name}{suffix}({params});")
+        c.append(f"CUresult {name}{suffix}({params}) {{\n  const int arch = klab_triton_arch();\n  return {body};\n}}")
+    if re.search(r"int\s+" + re.escape(f"{name}_sm{ARCHS[-1]}_get_num_algos") + r"\s*\(", header):
+        # The same entries for every arch: the count is the same.
+        h.append(f"int {name}_get_num_algos(void);")
+        c.append(f"int {name}_get_num_algos(void) {{\n  return {name}_sm{ARCHS[-1]}_get_num_algos();\n}}")
+    for verb in ("load", "unload"):
+        h.append(f"void {verb}_{name}(void);")
+        branches = " else ".join(f"if (arch >= {a}) {verb}_{name}_sm{a}();" for a in reversed(ARCHS[1:]))
+        tail = f" else {verb}_{name}_sm{ARCHS[0]}();" if branches else f"{verb}_{name}_sm{ARCHS[0]}();"
+        c.append(f"void {verb}_{name}(void) {{\n  const int arch = klab_triton_arch();\n  {branches}{tail}\n}}")
+    return "\n".join(c), "\n".join(h)
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("source", type=Path)
@@ -99,36 +140,46 @@ def main():
     for e in aot:
         by_name.setdefault(e["name"], []).append(e)
 
-    c_parts, h_parts = [], []
+    global _target_arch
+    c_parts, h_parts = ["int klab_triton_arch(void);  /* klab/src/triton.cpp */"], ["int klab_triton_arch(void);"]
     with tempfile.TemporaryDirectory() as tmp:
         tmp = Path(tmp)
         for name, entries in by_name.items():
-            kdir = tmp / name
-            kdir.mkdir()
-            for i, e in enumerate(entries):
-                ca = tt_compile.CompileArgs(
-                    path=str(src), kernel_name=e["kernel"], signature=e["signature"],
-                    grid=e["grid"], num_warps=e.get("num_warps", 4),
-                    num_stages=e.get("num_stages", 3), out_name=name,
-                    out_path=kdir / f"{name}")
+            linked_headers = ""
+            for arch in ARCHS:
+                _target_arch = arch
+                aname = f"{name}_sm{arch}"
+                kdir = tmp / aname
+                kdir.mkdir()
+                for i, e in enumerate(entries):
+                    ca = tt_compile.CompileArgs(
+                        path=str(src), kernel_name=e["kernel"], signature=e["signature"],
+                        grid=e["grid"], num_warps=e.get("num_warps", 4),
+                        num_stages=e.get("num_stages", 3), out_name=aname,
+                        out_path=kdir / f"{aname}")
+                    try:
+                        _, files = tt_compile.compile_kernel(ca)
+                    except Exception as ex:  # one line that names the entry and arch, then the cause
+                        sys.exit(f"{src.name}: entry {name}[{i}] ({e['kernel']}, {e['signature']}) for sm_{arch}: {ex}")
+                    for f in files:
+                        if f.suffix == ".c":
+                            c_parts.append(_unique(f.read_text(), f.stem.replace(".", "_")))
+                        else:
+                            h_parts.append(f.read_text())
+                headers = sorted(str(h) for h in kdir.glob("*.h"))
+                saved_argv = sys.argv
+                sys.argv = ["link", *headers, "-o", str(kdir / aname)]
                 try:
-                    _, files = tt_compile.compile_kernel(ca)
-                except Exception as ex:  # one line that names the entry, then the cause
-                    sys.exit(f"{src.name}: entry {name}[{i}] ({e['kernel']}, {e['signature']}): {ex}")
-                for f in files:
-                    if f.suffix == ".c":
-                        c_parts.append(_unique(f.read_text(), f.stem.replace(".", "_")))
-                    else:
-                        h_parts.append(f.read_text())
-            headers = sorted(str(h) for h in kdir.glob("*.h"))
-            saved_argv = sys.argv
-            sys.argv = ["link", *headers, "-o", str(kdir / name)]
-            try:
-                runpy.run_module("triton.tools.link", run_name="__main__")
-            finally:
-                sys.argv = saved_argv
-            c_parts.append((kdir / f"{name}.c").read_text().replace("kernel_func_t", f"kernel_func_t_{name}"))
-            h_parts.append((kdir / f"{name}.h").read_text())
+                    runpy.run_module("triton.tools.link", run_name="__main__")
+                finally:
+                    sys.argv = saved_argv
+                c_parts.append((kdir / f"{aname}.c").read_text().replace("kernel_func_t", f"kernel_func_t_{aname}"))
+                linked = (kdir / f"{aname}.h").read_text()
+                h_parts.append(linked)
+                linked_headers += linked
+            wc, wh = _arch_wrapper(name, linked_headers)
+            c_parts.append(wc)
+            h_parts.append(wh)
 
     guard = f"KLAB_TRITON_{stem.upper()}_H"
     header = (f"// Generated by tools/triton_aot.py from {src.name}; do not edit.\n"

@@ -18,7 +18,9 @@ std::string triton_supported() {
   if (!note.empty()) return "Triton impls not built: " + note;
   const auto& d = device_info();
   if (!d.present) return "no GPU";
-  if (d.cc() != 90) return "Triton kernels are compiled ahead of time for sm_90 only (device is sm_" + std::to_string(d.cc()) + ")";
+  if (d.cc() < 80 || d.cc() >= 100)
+    return "Triton kernels are compiled ahead of time for sm_80 (8.x devices) and sm_90 (9.x) only (device is sm_" +
+           std::to_string(d.cc()) + ")";
   return "";
 }
 
@@ -31,3 +33,7 @@ void triton_prepare() {
 }
 
 }  // namespace klab
+
+// The arch whose cubins the generated launchers load and run (tools/triton_aot.py): an sm_80
+// cubin runs on every 8.x device, an sm_90 one on 9.x. triton_supported() has ruled out the rest.
+extern "C" int klab_triton_arch(void) { return klab::device_info().cc() >= 90 ? 90 : 80; }

@@ -2,8 +2,9 @@
 //
 // The build turns each lessons/*/NAME_triton.py into NAME_triton.h/.c (tools/triton_aot.py)
 // and defines KLAB_HAVE_TRITON=1 when that worked. The launchers use the driver API, so the
-// runtime's context must exist before the first one loads its cubin; the cubins are built
-// for sm_90, so the impls report other devices as unsupported.
+// runtime's context must exist before the first one loads its cubin. Every kernel is built
+// for sm_80 and sm_90 and the launchers pick by device (klab_triton_arch, triton.cpp); other
+// devices are reported unsupported.
 #pragma once
 
 #include <string>
