@@ -64,10 +64,7 @@ klab::Reference reference_normalize(const Problem& p, const klab::Inputs& in) {
 }
 
 // Same reasoning as softmax_rows: a sum and a division in fp32, one rounding to bf16.
-klab::Tolerance tolerance_rows(const Problem& p, int) {
-  if (p.dtype == DType::bf16) return {.atol = 1e-8, .rtol = 8e-3, .max_rel_l2 = 4e-3};
-  return {.atol = 1e-8, .rtol = 2e-5, .max_rel_l2 = 1e-5};
-}
+klab::Tolerance tolerance_rows(const Problem& p, int) { return lesson04::row_tolerance(p.dtype, 1e-8); }
 
 std::string properties_normalize(const Problem& p, const klab::Inputs&,
                                   const std::vector<klab::HostTensor>& out) {
@@ -157,9 +154,7 @@ klab::Reference reference_bwd(const Problem& p, const klab::Inputs& in) {
 // absolute error is about y * (ulp(dy) + error of s) <= y * 2e-7, and y <= e^2 / cols for
 // softmax of logits in [-1, 1): atol = 1e-5 / cols is a few times that.
 klab::Tolerance tolerance_bwd(const Problem& p, int) {
-  const double atol = 1e-5 / static_cast<double>(std::max<i64>(p.shape.at(1), 1));
-  if (p.dtype == DType::bf16) return {.atol = atol, .rtol = 8e-3, .max_rel_l2 = 4e-3};
-  return {.atol = atol, .rtol = 2e-5, .max_rel_l2 = 1e-5};
+  return lesson04::row_tolerance(p.dtype, 1e-5 / static_cast<double>(std::max<i64>(p.shape.at(1), 1)));
 }
 
 klab::Op make_bwd_op() {

@@ -85,6 +85,16 @@ inline klab::HostTensor& input_slot(klab::Inputs& in, std::size_t i, klab::DType
   return in.tensors[i];
 }
 
+// The relative bounds of the lesson's row ops (softmax_rows, row_normalize, softmax_bwd): each
+// output is a few fp32 operations on a row's sum (u = 2^-24 each, plus the sum's error, which
+// grows with the row length: rtol 2e-5 leaves room for 262,144-long rows); bf16 stores the
+// fp32 result rounded once (relative error up to 2^-8 = 3.9e-3). The absolute bound is each
+// op's own.
+inline klab::Tolerance row_tolerance(klab::DType t, double atol) {
+  if (t == klab::DType::bf16) return {.atol = atol, .rtol = 8e-3, .max_rel_l2 = 4e-3};
+  return {.atol = atol, .rtol = 2e-5, .max_rel_l2 = 1e-5};
+}
+
 inline std::string validate_rows_cols(const klab::Problem& p) {
   if (p.shape.size() != 2) return "shape must be {rows, cols}";
   if (p.shape[0] < 0 || p.shape[1] < 0) return "rows and cols must be >= 0";

@@ -135,15 +135,9 @@ std::vector<klab::SampledReference> sample_softmax(const Problem& p, const klab:
   return out;
 }
 
-// Outputs are exp(x - m) / d computed in fp32: a few roundings (u = 2^-24) plus the sum's
-// error, which grows with the row length; rtol 2e-5 leaves room for 262,144-long rows.
-// bf16 stores the fp32 result rounded once: relative error up to u = 2^-8 = 3.9e-3.
-// atol is tiny: softmax outputs of long rows are ~1/cols, and any atol near that would
-// let a wrong answer through.
-klab::Tolerance tolerance_softmax(const Problem& p, int) {
-  if (p.dtype == DType::bf16) return {.atol = 1e-8, .rtol = 8e-3, .max_rel_l2 = 4e-3};
-  return {.atol = 1e-8, .rtol = 2e-5, .max_rel_l2 = 1e-5};
-}
+// Outputs are exp(x - m) / d computed in fp32 (row_tolerance). atol is tiny: softmax outputs
+// of long rows are ~1/cols, and any atol near that would let a wrong answer through.
+klab::Tolerance tolerance_softmax(const Problem& p, int) { return lesson04::row_tolerance(p.dtype, 1e-8); }
 
 // Property checks beside the compare: every output in [0, 1] (NaN fails too), and every
 // row sums to 1, or to 0 when the causal mask removed every column of the row.
