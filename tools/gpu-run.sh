@@ -13,6 +13,7 @@
 #                each pair (BENCH_TOL, default 0.03): for a refactor that must keep speed
 #   env:    OUT (default ./out), JOBS (default nproc), KLAB_BENCH_ARGS, KLAB_TEST_ARGS,
 #           PHASE_TIMEOUT (seconds per phase, default 540), ONLY_LESSONS (build only these),
+#           GPUCTEST_JOBS (ctest -j for gpuctest, default 1),
 #           BASELINE_DIR (for compare: a source tree, e.g. `git archive <commit>` unpacked
 #           into an ignored folder that the device call carries)
 #
@@ -22,6 +23,13 @@
 #   tools/gpu-run.sh --wait SECONDS                      waits for it at most SECONDS, then
 #                                                        copies what it wrote so far to $OUT
 #   The machine must stay warm between calls (its idle limit is short): call again at once.
+#
+#   Lanes: `//` between phases runs what follows it concurrently with the other lanes, after
+#   the first lane (normally `build doctor`) has finished; lane N writes under $OUT/lane-N.
+#   For correctness phases only (test, exercises, gpuctest, the sanitizers): they share the
+#   GPU and its memory but measure nothing, so a device call's minutes go further. A lane
+#   that benches is refused: a timing must never share the GPU.
+#     tools/gpu-run.sh --detach build doctor // test // gpuctest memcheck
 #
 # The GPU machine has no network: CMake finds CLI11, nlohmann-json, fmt and GoogleTest in
 # the image, or in .deps/ (Debian packages unpacked there and carried with the call).
@@ -40,6 +48,7 @@ if [ "${1:-}" = "--wait" ]; then
   end=$((SECONDS + ${2:-540}))
   while [ $SECONDS -lt "$end" ] && [ ! -f "$DETACHED/finished" ]; do sleep 5; done
   cat "$DETACHED/summary.txt" 2>/dev/null
+  [ -f "$DETACHED/finished" ] || for f in "$DETACHED"/lane-*/summary.txt; do [ -f "$f" ] && sed "s|^|$(basename "$(dirname "$f")"): |" "$f"; done
   if [ -f "$DETACHED/finished" ]; then echo "gpu-run: finished, exit $(cat "$DETACHED/finished")"
   else echo "gpu-run: still running (tail of its log below); call --wait again at once"; tail -5 "$DETACHED/run.log"; fi
   [ -n "${OUT:-}" ] && tar czf "$OUT/gpu-run.tgz" -C "$DETACHED" . && echo "gpu-run: results in \$OUT/gpu-run.tgz"
@@ -47,6 +56,38 @@ if [ "${1:-}" = "--wait" ]; then
 fi
 OUT=${OUT:-$PWD/out}
 mkdir -p "$OUT"
+if [[ " $* " == *" // "* ]]; then
+  lanes=(); cur=""; tail_args=""; seen=0
+  for a in "$@"; do
+    if [ $seen -eq 1 ]; then tail_args+=" $(printf %q "$a")"; continue; fi
+    case "$a" in
+      --) seen=1; tail_args=" --" ;;
+      //) lanes+=("$cur"); cur="" ;;
+      *) cur+=" $a" ;;
+    esac
+  done
+  lanes+=("$cur")
+  for ((i = 1; i < ${#lanes[@]}; i++)); do
+    for ph in ${lanes[$i]}; do
+      case "$ph" in bench|compare|build) echo "gpu-run: '$ph' cannot run in a concurrent lane (benches must have the GPU to themselves; build goes first)"; echo 2 > "$OUT/finished"; exit 2 ;; esac
+    done
+  done
+  rc=0
+  if [ -n "${lanes[0]// /}" ]; then ( export KLAB_IN_LANE=1; eval "\"\$0\" ${lanes[0]} $tail_args" ) || rc=1; fi
+  if [ $rc -eq 0 ] || [ -x build/klab ]; then
+    pids=()
+    for ((i = 1; i < ${#lanes[@]}; i++)); do
+      lane_out="$OUT/lane-$i"; mkdir -p "$lane_out"
+      ( export OUT="$lane_out" KLAB_IN_LANE=1; eval "\"\$0\" ${lanes[$i]} $tail_args" > "$lane_out/run.log" 2>&1 ) &
+      pids+=($!)
+    done
+    for p in "${pids[@]}"; do wait "$p" || rc=1; done
+    for ((i = 1; i < ${#lanes[@]}; i++)); do sed "s/^/lane $i: /" "$OUT/lane-$i/summary.txt" >> "$OUT/summary.txt" 2>/dev/null; done
+  fi
+  echo "---- summary"; cat "$OUT/summary.txt"
+  echo "$rc" > "$OUT/finished"
+  exit $rc
+fi
 JOBS=${JOBS:-$(nproc)}
 PHASE_TIMEOUT=${PHASE_TIMEOUT:-540}
 
@@ -87,7 +128,7 @@ if has build; then
   has exercises && targets="--target klab --target klab-solutions"
   has gpuctest && targets=""   # everything: the TODO variants, klab-cheats, the unit tests
   run_phase build "$OUT/build.log" bash -c "cmake -S . -B build -G Ninja -DCMAKE_BUILD_TYPE=Release -DKLAB_PYTHON=$py -DKLAB_LESSONS='$only' $prefix && cmake --build build -j $JOBS $targets" \
-    || { tail -40 "$OUT/build.log"; echo 1 > "$OUT/finished"; exit 1; }
+    || { tail -40 "$OUT/build.log"; [ -n "${KLAB_IN_LANE:-}" ] || echo 1 > "$OUT/finished"; exit 1; }
 fi
 
 K=./build/klab
@@ -117,7 +158,7 @@ if has exercises; then
 fi
 if has gpuctest; then
   T=${GPUCTEST_TIMEOUT:-1800} run_phase gpuctest "$OUT/gpuctest.txt" \
-    ctest --test-dir build -L gpu -E '^gpu[.]test[.]' --output-on-failure
+    ctest --test-dir build -L gpu -E '^gpu[.]test[.]' --output-on-failure -j "${GPUCTEST_JOBS:-1}"
 fi
 if has compare; then
   if [ ! -d "${BASELINE_DIR:-}" ]; then note "phase compare: BASELINE_DIR is not a directory"; failed=1
@@ -146,5 +187,5 @@ for tool in memcheck racecheck initcheck synccheck; do
 done
 echo "---- summary"; cat "$summary"
 for f in test.txt bench.txt; do [ -f "$OUT/$f" ] && { echo "---- tail $f"; tail -25 "$OUT/$f"; }; done
-echo "$failed" > "$OUT/finished"   # what a detached run's --wait looks for
+[ -n "${KLAB_IN_LANE:-}" ] || echo "$failed" > "$OUT/finished"   # what a detached run's --wait looks for
 exit $failed  # non-zero when any phase failed (the loop above must not decide it)
