@@ -6,6 +6,8 @@
 #include <cmath>
 #include <functional>
 #include <limits>
+#include <mutex>
+#include <thread>
 
 #include "klab/cli.hpp"
 #include "klab/compare.hpp"
@@ -255,6 +257,35 @@ TEST(Rng, ParallelForCoversEveryIndexOnce) {
   for (auto h : hits) ASSERT_EQ(h, 1);
 }
 
+// A few items that each stand for much work (rows of a long row) are split across the cores
+// like that many elements; n small with little work stays on one thread.
+TEST(Rng, ParallelForSplitsFewHeavyItems) {
+  const std::int64_t hw = std::thread::hardware_concurrency();
+  if (hw < 2) GTEST_SKIP() << "one core: nothing to split";
+  const std::int64_t rows = 16385;
+  std::mutex m;
+  std::vector<std::pair<std::int64_t, std::int64_t>> ranges;
+  auto record = [&](std::int64_t b, std::int64_t e) {
+    std::lock_guard lock(m);
+    ranges.push_back({b, e});
+  };
+  parallel_for(rows, record, 131072);
+  EXPECT_EQ(static_cast<std::int64_t>(ranges.size()), std::min<std::int64_t>(hw, rows));
+  std::sort(ranges.begin(), ranges.end());
+  std::int64_t next = 0;
+  for (auto [b, e] : ranges) {
+    EXPECT_EQ(b, next);
+    next = e;
+  }
+  EXPECT_EQ(next, rows);
+  ranges.clear();
+  parallel_for(rows, record);   // 16385 cheap items: serial
+  EXPECT_EQ(ranges.size(), 1u);
+  ranges.clear();
+  parallel_for(3, record, std::int64_t{1} << 62);   // never more parts than items, no overflow
+  EXPECT_EQ(static_cast<std::int64_t>(ranges.size()), std::min<std::int64_t>(hw, 3));
+}
+
 // ---- statistics and the stopping rule ----------------------------------------------------------
 
 TEST(Stats, MedianAndQuartiles) {
@@ -479,4 +510,22 @@ TEST(Lesson01Reference, JudgeCatchesAWrongKernel) {
   judge(*op, p, in, ref, out, rec);
   EXPECT_EQ(rec.status, Status::fail);
   EXPECT_NE(rec.message.find("[999]"), std::string::npos) << rec.message;
+}
+
+// RefArray skips std::vector's serial zeroing because its allocator zeroes on all cores:
+// every way of making elements must still give zeros (or the value asked for), at sizes
+// both below and above parallel_for's serial cutoff, after reuse of freed memory too.
+TEST(RefArray, NewElementsAreZero) {
+  for (std::size_t n : {std::size_t{0}, std::size_t{1}, std::size_t{1000}, std::size_t{3} << 20}) {
+    {
+      RefArray dirty(n, 7.5);   // leaves freed memory holding 7.5 for the next allocation
+      for (double v : dirty) ASSERT_EQ(v, 7.5);
+    }
+    RefArray a(n);
+    for (double v : a) ASSERT_EQ(v, 0.0);
+    a.resize(2 * n + 5);
+    for (double v : a) ASSERT_EQ(v, 0.0);
+    RefArray b(n, -1.25);
+    for (double v : b) ASSERT_EQ(v, -1.25);
+  }
 }

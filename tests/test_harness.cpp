@@ -27,7 +27,7 @@ Op op_with_reference(DType out_dtype, std::function<double(std::int64_t)> ref_of
   op.inputs = [](const Problem& p) { return std::vector<TensorSpec>{{"x", DType::f32, p.shape}}; };
   op.outputs = [out_dtype](const Problem& p) { return std::vector<TensorSpec>{{"y", out_dtype, p.shape}}; };
   op.reference = [ref_of](const Problem& p, const Inputs&) {
-    std::vector<double> r(static_cast<std::size_t>(p.shape[0]));
+    RefArray r(static_cast<std::size_t>(p.shape[0]));
     for (std::int64_t i = 0; i < p.shape[0]; ++i) r[static_cast<std::size_t>(i)] = ref_of(i);
     return Reference{r};
   };
@@ -71,18 +71,18 @@ Status verify_one(const Op& op, const Impl& im, std::int64_t n, const RunOptions
 // ---- poison ------------------------------------------------------------------------------
 
 TEST(Poison, NaNIsFirstWhereTheReferenceIsFinite) {
-  const auto ranked = rank_poisons(DType::f32, {1.0, -2.0, 0.0}, Tolerance{1e-6, 1e-5});
+  const auto ranked = rank_poisons(DType::f32, std::vector<double>{1.0, -2.0, 0.0}, Tolerance{1e-6, 1e-5});
   EXPECT_EQ(ranked.front().first, 0xFF);
   EXPECT_EQ(ranked.front().second, 0);
 }
 
 TEST(Poison, AvoidsALegalNaNAndALegalMinusOne) {
   // The mean of nothing is NaN and 0xFF bytes are NaN: another pattern must be used.
-  EXPECT_NE(rank_poisons(DType::f32, {kNaN}, Tolerance{0, 0}).front().first, 0xFF);
-  EXPECT_EQ(rank_poisons(DType::f32, {kNaN}, Tolerance{0, 0}).front().second, 0);
+  EXPECT_NE(rank_poisons(DType::f32, std::vector<double>{kNaN}, Tolerance{0, 0}).front().first, 0xFF);
+  EXPECT_EQ(rank_poisons(DType::f32, std::vector<double>{kNaN}, Tolerance{0, 0}).front().second, 0);
   // The argmax index of nothing is -1, which is 0xFF bytes in i32.
-  EXPECT_NE(rank_poisons(DType::i32, {-1}, Tolerance{0, 0}).front().first, 0xFF);
-  EXPECT_EQ(rank_poisons(DType::i32, {-1}, Tolerance{0, 0}).front().second, 0);
+  EXPECT_NE(rank_poisons(DType::i32, std::vector<double>{-1}, Tolerance{0, 0}).front().first, 0xFF);
+  EXPECT_EQ(rank_poisons(DType::i32, std::vector<double>{-1}, Tolerance{0, 0}).front().second, 0);
 }
 
 TEST(Poison, UnwrittenNaNMeanFails) {
@@ -119,7 +119,7 @@ Op inout_op() {
   op.inputs = [](const Problem& p) { return std::vector<TensorSpec>{{"x", DType::f32, p.shape, Init::inout}}; };
   op.outputs = [](const Problem&) { return std::vector<TensorSpec>{}; };
   op.reference = [](const Problem&, const Inputs& in) {
-    std::vector<double> r(static_cast<std::size_t>(in.tensors[0].numel()));
+    RefArray r(static_cast<std::size_t>(in.tensors[0].numel()));
     for (std::size_t i = 0; i < r.size(); ++i) r[i] = in.tensors[0].get(static_cast<std::int64_t>(i)) + 1;
     return Reference{r};
   };

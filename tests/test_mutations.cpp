@@ -61,7 +61,7 @@ void transpose_last_two(HostTensor& t) {
 }
 
 // The reference of output k, stored as a kernel of that dtype stores it.
-HostTensor stored(const TensorSpec& spec, const std::vector<double>& ref) {
+HostTensor stored(const TensorSpec& spec, const RefArray& ref) {
   HostTensor t(spec.dtype, spec.shape);
   for (std::int64_t i = 0; i < t.numel(); ++i) t.set(i, ref[static_cast<std::size_t>(i)]);
   return t;
@@ -71,7 +71,7 @@ HostTensor stored(const TensorSpec& spec, const std::vector<double>& ref) {
 // shape and every element is the one before it (0 at a row's start) plus the input: then
 // its exclusive scan, element minus input, is what a kernel off by one term writes. The
 // reference is fp64, so "is" allows a relative 1e-12 (its own rounding is 2^-53 per add).
-bool is_scan_of_input0(const Inputs& in, const TensorSpec& spec, const std::vector<double>& ref) {
+bool is_scan_of_input0(const Inputs& in, const TensorSpec& spec, const RefArray& ref) {
   if (in.tensors.empty() || in.tensors[0].shape() != spec.shape || spec.shape.empty()) return false;
   const HostTensor& x = in.tensors[0];
   const std::int64_t C = spec.shape.back();
@@ -87,25 +87,25 @@ bool is_scan_of_input0(const Inputs& in, const TensorSpec& spec, const std::vect
 struct Mutation {
   std::string name;
   // Mutates output k in place; the inputs and the reference are given for those that need them.
-  std::function<void(HostTensor&, const Inputs&, const std::vector<double>&)> apply;
+  std::function<void(HostTensor&, const Inputs&, const RefArray&)> apply;
   // Only for outputs where it means something (rank >= 2, a scan).
-  std::function<bool(const Inputs&, const TensorSpec&, const std::vector<double>&)> applies;
+  std::function<bool(const Inputs&, const TensorSpec&, const RefArray&)> applies;
 };
 
 std::vector<Mutation> shape_mutations() {
-  auto any = [](const Inputs&, const TensorSpec&, const std::vector<double>&) { return true; };
-  auto rank2 = [](const Inputs&, const TensorSpec& s, const std::vector<double>&) { return s.shape.size() >= 2; };
+  auto any = [](const Inputs&, const TensorSpec&, const RefArray&) { return true; };
+  auto rank2 = [](const Inputs&, const TensorSpec& s, const RefArray&) { return s.shape.size() >= 2; };
   return {
-      {"shift by one element", [](HostTensor& t, const Inputs&, const std::vector<double>&) { shift_by(t, 1); }, any},
-      {"shift by one row", [](HostTensor& t, const Inputs&, const std::vector<double>&) { shift_by(t, row_length(t)); }, rank2},
+      {"shift by one element", [](HostTensor& t, const Inputs&, const RefArray&) { shift_by(t, 1); }, any},
+      {"shift by one row", [](HostTensor& t, const Inputs&, const RefArray&) { shift_by(t, row_length(t)); }, rank2},
       {"shift by one tile",
-       [](HostTensor& t, const Inputs&, const std::vector<double>&) {
+       [](HostTensor& t, const Inputs&, const RefArray&) {
          shift_by(t, t.shape().size() >= 2 ? kTile * row_length(t) : kTile);
        },
        any},
-      {"transpose", [](HostTensor& t, const Inputs&, const std::vector<double>&) { transpose_last_two(t); }, rank2},
+      {"transpose", [](HostTensor& t, const Inputs&, const RefArray&) { transpose_last_two(t); }, rank2},
       {"exclusive scan",
-       [](HostTensor& t, const Inputs& in, const std::vector<double>& ref) {
+       [](HostTensor& t, const Inputs& in, const RefArray& ref) {
          for (std::int64_t i = 0; i < t.numel(); ++i) t.set(i, ref[static_cast<std::size_t>(i)] - in.tensors[0].get(i));
        },
        is_scan_of_input0},

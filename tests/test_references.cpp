@@ -16,7 +16,7 @@ namespace {
 // The reference of a softmax_rows problem (f32, shape {rows, cols}) whose every row is
 // x[r][j] = ln(j + 1): exp(x) is 1, 2, 3, ..., so the softmax over a kept prefix of k
 // columns is (1, 2, ..., k) / (k (k + 1) / 2) — fractions that can be written out by hand.
-std::vector<double> softmax_of_logs(std::int64_t rows, std::int64_t cols, const std::string& variant) {
+RefArray softmax_of_logs(std::int64_t rows, std::int64_t cols, const std::string& variant) {
   const Op* op = registry().find_op("softmax_rows");
   EXPECT_NE(op, nullptr);
   if (!op) return {};
@@ -33,7 +33,7 @@ std::vector<double> softmax_of_logs(std::int64_t rows, std::int64_t cols, const 
 // exp moves by that much relative, and a ratio of them (the softmax) by at most twice
 // that: 2e-7 of values <= 1. 1e-6 is five times that, and far below what a mask one
 // column off changes (at least 1/6 - 1/10 = 0.067 in these cases).
-void expect_rows(const std::vector<double>& got, const std::vector<std::vector<double>>& want) {
+void expect_rows(const RefArray& got, const std::vector<std::vector<double>>& want) {
   std::size_t i = 0;
   for (std::size_t r = 0; r < want.size(); ++r)
     for (std::size_t j = 0; j < want[r].size(); ++j, ++i) {

@@ -73,6 +73,7 @@ if [[ " $* " == *" // "* ]]; then
     done
   done
   rc=0
+  export KLAB_ALL_PHASES="${lanes[*]}"
   if [ -n "${lanes[0]// /}" ]; then ( export KLAB_IN_LANE=1; eval "\"\$0\" ${lanes[0]} $tail_args" ) || rc=1; fi
   if [ $rc -eq 0 ] || [ -x build/klab ]; then
     pids=()
@@ -99,6 +100,8 @@ for a in "$@"; do
 done
 [ ${#phases[@]} -eq 0 ] && phases=(build doctor test bench exercises)
 has() { local p; for p in "${phases[@]}"; do [ "$p" = "$1" ] && return 0; done; return 1; }
+# What every lane of this run will need (the build in lane 0 builds for the others).
+needs() { has "$1" || [[ " ${KLAB_ALL_PHASES:-} " == *" $1 "* ]]; }
 
 failed=0
 summary="$OUT/summary.txt"   # appended to: several calls of this script may share one $OUT
@@ -125,8 +128,8 @@ if has build; then
   # ONLY_LESSONS="04 05" builds just those lessons (a faster iteration); the unit tests are
   # not built here (CI runs them), klab-solutions only when the exercise proof is asked for.
   targets="--target klab"
-  has exercises && targets="--target klab --target klab-solutions"
-  has gpuctest && targets=""   # everything: the TODO variants, klab-cheats, the unit tests
+  needs exercises && targets="--target klab --target klab-solutions"
+  needs gpuctest && targets=""   # everything: the TODO variants, klab-cheats, the unit tests
   run_phase build "$OUT/build.log" bash -c "cmake -S . -B build -G Ninja -DCMAKE_BUILD_TYPE=Release -DKLAB_PYTHON=$py -DKLAB_LESSONS='$only' $prefix && cmake --build build -j $JOBS $targets" \
     || { tail -40 "$OUT/build.log"; [ -n "${KLAB_IN_LANE:-}" ] || echo 1 > "$OUT/finished"; exit 1; }
 fi

@@ -50,7 +50,7 @@ struct Partial {
 };
 
 // index: the flat index of element k in the whole output; empty: k itself.
-CompareResult compare_at(const HostTensor& out, const std::vector<double>& ref, const Tolerance& tol,
+CompareResult compare_at(const HostTensor& out, std::span<const double> ref, const Tolerance& tol,
                          const std::vector<std::int64_t>& index) {
   KLAB_REQUIRE(static_cast<std::int64_t>(ref.size()) == out.numel(), "compare: reference size differs from output");
   KLAB_REQUIRE(index.empty() || index.size() == ref.size(), "compare: index size differs from output");
@@ -100,11 +100,11 @@ CompareResult compare_at(const HostTensor& out, const std::vector<double>& ref, 
 }
 }  // namespace
 
-CompareResult compare(const HostTensor& out, const std::vector<double>& ref, const Tolerance& tol) {
+CompareResult compare(const HostTensor& out, std::span<const double> ref, const Tolerance& tol) {
   return compare_at(out, ref, tol, {});
 }
 
-CompareResult compare(const HostTensor& out, const std::vector<double>& ref, const Tolerance& tol,
+CompareResult compare(const HostTensor& out, std::span<const double> ref, const Tolerance& tol,
                       const std::vector<std::int64_t>& index) {
   return compare_at(out, ref, tol, index);
 }

@@ -24,14 +24,18 @@ std::uint64_t derive_seed(std::uint64_t seed, std::uint64_t stream) {
   return mix64(seed * 0x9E3779B97F4A7C15ull + stream + 1);
 }
 
-void parallel_for(std::int64_t n, const std::function<void(std::int64_t, std::int64_t)>& f) {
-  constexpr std::int64_t kSerial = 1 << 16;
+void parallel_for(std::int64_t n, const std::function<void(std::int64_t, std::int64_t)>& f,
+                  std::int64_t work_per_item) {
+  constexpr std::int64_t kSerial = 1 << 16;   // elements below which a thread costs more than it saves
   const std::int64_t hw = std::max(1u, std::thread::hardware_concurrency());
-  if (n <= kSerial || hw == 1) {
+  const std::int64_t w = std::max<std::int64_t>(work_per_item, 1);
+  // n * w without overflow: past 2^62 it is "a lot" either way.
+  const std::int64_t work = n > (std::int64_t{1} << 62) / w ? (std::int64_t{1} << 62) : n * w;
+  if (work <= kSerial || hw == 1 || n <= 1) {
     if (n > 0) f(0, n);
     return;
   }
-  const std::int64_t parts = std::min<std::int64_t>(hw, (n + kSerial - 1) / kSerial);
+  const std::int64_t parts = std::min({hw, n, (work + kSerial - 1) / kSerial});
   const std::int64_t chunk = (n + parts - 1) / parts;
   std::vector<std::thread> threads;
   for (std::int64_t p = 0; p < parts; ++p) {

@@ -40,13 +40,17 @@ static TensorView make_view(void* data, DType t, Dims shape) {
   return v;
 }
 
+void zero_bytes_parallel(void* p, std::size_t bytes) {
+  auto* base = static_cast<std::byte*>(p);
+  parallel_for(static_cast<std::int64_t>(bytes), [base](std::int64_t b, std::int64_t e) {
+    std::memset(base + b, 0, static_cast<std::size_t>(e - b));
+  });
+}
+
 HostTensor::HostTensor(DType t, Dims shape) {
   for (auto d : shape) KLAB_REQUIRE(d >= 0, "tensor dimension < 0");
   bytes_.resize(static_cast<std::size_t>(numel_of(shape)) * dtype_size(t));
-  std::byte* base = bytes_.data();
-  parallel_for(static_cast<std::int64_t>(bytes_.size()), [base](std::int64_t b, std::int64_t e) {
-    std::memset(base + b, 0, static_cast<std::size_t>(e - b));
-  });
+  zero_bytes_parallel(bytes_.data(), bytes_.size());
   view_ = make_view(bytes_.data(), t, std::move(shape));
 }
 

@@ -52,7 +52,7 @@ inline unsigned grid_stride_blocks(std::int64_t work_items) {
 inline klab::Reference map_reference(const klab::Inputs& in, const std::function<double(double, double)>& f) {
   const auto& x = in.tensors.at(0);
   const klab::HostTensor* y = in.tensors.size() > 1 ? &in.tensors[1] : nullptr;
-  std::vector<double> out(static_cast<std::size_t>(x.numel()));
+  klab::RefArray out(static_cast<std::size_t>(x.numel()));
   klab::parallel_for(x.numel(), [&](std::int64_t b, std::int64_t e) {
     for (std::int64_t i = b; i < e; ++i) out[static_cast<std::size_t>(i)] = f(x.get(i), y ? y->get(i) : 0.0);
   });

@@ -51,7 +51,7 @@ std::string need_rank(const Problem& p, std::size_t rank) {
 
 klab::Reference strided_copy_ref(const Problem& p, const klab::Inputs& in) {
   const std::int64_t n = p.shape[0], stride = p.shape[1];
-  std::vector<double> y(static_cast<std::size_t>(n));
+  klab::RefArray y(static_cast<std::size_t>(n));
   const auto& x = in.tensors[0];
   for (std::int64_t i = 0; i < n; ++i) y[i] = x.get(i * stride);
   return klab::single_output(std::move(y));
@@ -59,7 +59,7 @@ klab::Reference strided_copy_ref(const Problem& p, const klab::Inputs& in) {
 
 klab::Reference grayscale_ref(const Problem& p, const klab::Inputs& in) {
   const std::int64_t pixels = p.shape[0] * p.shape[1];
-  std::vector<double> g(static_cast<std::size_t>(pixels));
+  klab::RefArray g(static_cast<std::size_t>(pixels));
   const auto& rgb = in.tensors[0];
   klab::parallel_for(pixels, [&](std::int64_t b, std::int64_t e) {
     for (std::int64_t i = b; i < e; ++i)
@@ -70,7 +70,7 @@ klab::Reference grayscale_ref(const Problem& p, const klab::Inputs& in) {
 
 klab::Reference matrix_add_ref(const Problem& p, const klab::Inputs& in) {
   const std::int64_t n = p.shape[0] * p.shape[1];
-  std::vector<double> c(static_cast<std::size_t>(n));
+  klab::RefArray c(static_cast<std::size_t>(n));
   klab::parallel_for(n, [&](std::int64_t b, std::int64_t e) {
     for (std::int64_t i = b; i < e; ++i) c[i] = in.tensors[0].get(i) + in.tensors[1].get(i);
   });

@@ -51,7 +51,7 @@ constexpr int kMaxGridY = 65535;
 
 klab::Reference transpose_ref(const Problem& p, const klab::Inputs& in) {
   const std::int64_t rows = p.shape[0], cols = p.shape[1];
-  std::vector<double> y(static_cast<std::size_t>(rows * cols));
+  klab::RefArray y(static_cast<std::size_t>(rows * cols));
   const auto& x = in.tensors[0];
   // In 64 x 64 tiles, each thread a band of rows: a column at a time over all rows misses
   // the cache on every read, and the largest test shape has 2^31 of them.
@@ -61,7 +61,7 @@ klab::Reference transpose_ref(const Problem& p, const klab::Inputs& in) {
       for (std::int64_t c0 = 0; c0 < cols; c0 += T)
         for (std::int64_t c = c0; c < std::min(cols, c0 + T); ++c)
           for (std::int64_t r = r0; r < std::min(rows, r0 + T); ++r) y[c * rows + r] = x.get(r * cols + c);
-  });
+  }, T * cols);
   return klab::single_output(std::move(y));
 }
 

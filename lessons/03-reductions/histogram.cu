@@ -72,7 +72,7 @@ klab::Reference histogram_ref(const Problem& p, const klab::Inputs& in) {
     }
     for (int k = 0; k < kBins; ++k) bins[k] += local[k];
   });
-  std::vector<double> r(kBins);
+  klab::RefArray r(kBins);
   for (int k = 0; k < kBins; ++k) r[k] = static_cast<double>(bins[k].load());
   return klab::single_output(std::move(r));
 }

@@ -49,7 +49,7 @@ using lesson03::vec4_t;
 
 klab::Reference scan_ref(const Problem& p, const klab::Inputs& in) {
   const std::int64_t n = p.shape[0];
-  std::vector<double> y(static_cast<std::size_t>(n));
+  klab::RefArray y(static_cast<std::size_t>(n));
   if (p.dtype == DType::i32) {
     const std::int32_t* x = in.tensors[0].as<std::int32_t>();
     std::uint32_t s = 0;  // wraps mod 2^32, like the kernels

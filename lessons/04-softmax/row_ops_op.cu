@@ -52,14 +52,14 @@ void generate_normalize(const Problem& p, std::uint64_t seed, klab::Inputs& in) 
 klab::Reference reference_normalize(const Problem& p, const klab::Inputs& in) {
   const i64 rows = p.shape[0], cols = p.shape[1];
   const klab::HostTensor& x = in.tensors[0];
-  klab::Reference ref = klab::single_output(std::vector<double>(static_cast<std::size_t>(rows * cols)));
+  klab::Reference ref = klab::single_output(klab::RefArray(static_cast<std::size_t>(rows * cols)));
   klab::parallel_for(rows, [&](i64 r0, i64 r1) {
     for (i64 r = r0; r < r1; ++r) {
       double s = 0;
       for (i64 j = 0; j < cols; ++j) s += x.get(r * cols + j);
       for (i64 j = 0; j < cols; ++j) ref[0][r * cols + j] = x.get(r * cols + j) / s;
     }
-  });
+  }, cols);
   return ref;
 }
 
@@ -129,14 +129,14 @@ void generate_bwd(const Problem& p, std::uint64_t seed, klab::Inputs& in) {
       for (i64 j = 0; j < cols; ++j) s += (e[j] = std::exp(e[j] - m));
       for (i64 j = 0; j < cols; ++j) y.set(r * cols + j, e[j] / s);
     }
-  });
+  }, cols);
   klab::fill_uniform(dy, klab::derive_seed(seed, 1), -1.0, 1.0);
 }
 
 klab::Reference reference_bwd(const Problem& p, const klab::Inputs& in) {
   const i64 rows = p.shape[0], cols = p.shape[1];
   const klab::HostTensor &y = in.tensors[0], &dy = in.tensors[1];
-  klab::Reference ref = klab::single_output(std::vector<double>(static_cast<std::size_t>(rows * cols)));
+  klab::Reference ref = klab::single_output(klab::RefArray(static_cast<std::size_t>(rows * cols)));
   klab::parallel_for(rows, [&](i64 r0, i64 r1) {
     for (i64 r = r0; r < r1; ++r) {
       double s = 0;
@@ -146,7 +146,7 @@ klab::Reference reference_bwd(const Problem& p, const klab::Inputs& in) {
         ref[0][i] = y.get(i) * (dy.get(i) - s);
       }
     }
-  });
+  }, cols);
   return ref;
 }
 

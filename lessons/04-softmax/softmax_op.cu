@@ -64,7 +64,7 @@ void generate_softmax(const Problem& p, std::uint64_t seed, klab::Inputs& in) {
         const i64 i = r * cols + j;
         x.set(i, row_transform(r, 2.0 * klab::uniform01(s, static_cast<std::uint64_t>(i)) - 1.0));
       }
-  });
+  }, cols);
 }
 
 // The mask, from the op's definition: row r of a (rows, cols) causal problem keeps column j
@@ -104,11 +104,11 @@ void softmax_row_ref(const Problem& p, i64 r, Get get, double* out) {
 klab::Reference reference_softmax(const Problem& p, const klab::Inputs& in) {
   const i64 rows = p.shape[0], cols = p.shape[1];
   const klab::HostTensor& x = in.tensors[0];
-  klab::Reference ref = klab::single_output(std::vector<double>(static_cast<std::size_t>(rows * cols)));
+  klab::Reference ref = klab::single_output(klab::RefArray(static_cast<std::size_t>(rows * cols)));
   klab::parallel_for(rows, [&](i64 r0, i64 r1) {
     for (i64 r = r0; r < r1; ++r)
       softmax_row_ref(p, r, [&](i64 j) { return x.get(r * cols + j); }, ref[0].data() + r * cols);
-  });
+  }, cols);
   return ref;
 }
 
@@ -169,7 +169,7 @@ std::string properties_softmax(const Problem& p, const klab::Inputs&,
                    std::to_string(want);
       }
     }
-  });
+  }, cols);
   for (std::size_t r = 0; r < bad.size(); ++r)
     if (bad[r]) return first[r];
   return "";

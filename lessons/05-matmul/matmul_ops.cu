@@ -103,12 +103,12 @@ void reference_gemm(const HostTensor& A, const HostTensor& B, std::int64_t a_off
     for (std::int64_t m = m0; m < m1; ++m)
       for (std::int64_t k = 0; k < K; ++k)
         a[m * K + k] = A.get(a_off + (a_kmaj ? m * K + k : k * M + m));
-  });
+  }, K);
   klab::parallel_for(N, [&](std::int64_t n0, std::int64_t n1) {
     for (std::int64_t n = n0; n < n1; ++n)
       for (std::int64_t k = 0; k < K; ++k)
         bt[n * K + k] = B.get(b_off + (b_kmaj ? n * K + k : k * N + n));
-  });
+  }, K);
   const std::int64_t mb = (M + 3) / 4;
   klab::parallel_for(mb, [&](std::int64_t i0, std::int64_t i1) {
     for (std::int64_t ib = i0; ib < i1; ++ib) {
@@ -127,7 +127,7 @@ void reference_gemm(const HostTensor& A, const HostTensor& B, std::int64_t a_off
           for (int j = 0; j < ncount; ++j) C[(m + i) * N + n + j] = acc[i][j];
       }
     }
-  });
+  }, 4 * static_cast<std::int64_t>(N) * K);
 }
 
 klab::Tolerance gemm_tolerance(DType t, std::int64_t K) {
@@ -184,7 +184,7 @@ klab::SampledReference sampled_gemm(const Problem& p, const Inputs& in, std::uin
         acc += A.get(ao + (ak ? m * K + k : k * M + m)) * B.get(bo + (bk ? n * K + k : k * N + n));
       r.value[i] = acc;
     }
-  });
+  }, K);
   return r;
 }
 
@@ -263,7 +263,7 @@ klab::Op make_matmul_op(bool batched) {
   op.reference = [](const Problem& p, const Inputs& in) {
     const Shape s = shape_of(p);
     const std::int64_t MN = static_cast<std::int64_t>(s.M) * s.N;
-    klab::Reference ref = klab::single_output(std::vector<double>(static_cast<std::size_t>(s.batch * MN)));
+    klab::Reference ref = klab::single_output(klab::RefArray(static_cast<std::size_t>(s.batch * MN)));
     for (int b = 0; b < s.batch; ++b)
       reference_gemm(in.tensors[0], in.tensors[1], static_cast<std::int64_t>(b) * s.M * s.K,
                      static_cast<std::int64_t>(b) * s.K * s.N, s.M, s.N, s.K,
@@ -325,7 +325,7 @@ klab::Op make_gemv_op() {
   op.generate = generate_uniform;
   op.reference = [](const Problem& p, const Inputs& in) {
     const std::int64_t M = p.shape[0], K = p.shape[1];
-    klab::Reference ref = klab::single_output(std::vector<double>(static_cast<std::size_t>(M)));
+    klab::Reference ref = klab::single_output(klab::RefArray(static_cast<std::size_t>(M)));
     std::vector<double> x(static_cast<std::size_t>(K));
     for (std::int64_t k = 0; k < K; ++k) x[k] = in.tensors[1].get(k);
     klab::parallel_for(M, [&](std::int64_t m0, std::int64_t m1) {
@@ -334,7 +334,7 @@ klab::Op make_gemv_op() {
         for (std::int64_t k = 0; k < K; ++k) acc += in.tensors[0].get(m * K + k) * x[k];
         ref[0][m] = acc;
       }
-    });
+    }, K);
     return ref;
   };
   op.tolerance = [](const Problem& p, int) { return gemm_tolerance(p.dtype, p.shape[1]); };

@@ -22,7 +22,9 @@
 
 #include <cstdint>
 #include <functional>
+#include <initializer_list>
 #include <limits>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -66,10 +68,18 @@ struct CompareResult {
   std::string summary() const;   // "rel_l2 1.2e-08 max_abs 3.0e-07" or the first failure
 };
 
-CompareResult compare(const HostTensor& out, const std::vector<double>& ref, const Tolerance& tol);
+CompareResult compare(const HostTensor& out, std::span<const double> ref, const Tolerance& tol);
 // The same for a subset of an output: out[k] and ref[k] are its element index[k] (the flat
 // index atol_at takes and first_bad reports).
-CompareResult compare(const HostTensor& out, const std::vector<double>& ref, const Tolerance& tol,
+CompareResult compare(const HostTensor& out, std::span<const double> ref, const Tolerance& tol,
                       const std::vector<std::int64_t>& index);
+// A reference written in place ({1.0, 2.0}): a span cannot be made from a braced list.
+inline CompareResult compare(const HostTensor& out, std::initializer_list<double> ref, const Tolerance& tol) {
+  return compare(out, std::span<const double>(ref.begin(), ref.size()), tol);
+}
+inline CompareResult compare(const HostTensor& out, std::initializer_list<double> ref, const Tolerance& tol,
+                             const std::vector<std::int64_t>& index) {
+  return compare(out, std::span<const double>(ref.begin(), ref.size()), tol, index);
+}
 
 }  // namespace klab

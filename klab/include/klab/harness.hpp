@@ -19,6 +19,7 @@
 #include <functional>
 #include <optional>
 #include <string>
+#include <span>
 #include <vector>
 
 #include "klab/op.hpp"
@@ -121,7 +122,7 @@ std::vector<TensorSpec> checked_specs(const Op& op, const Problem& p);
 // unwritten element always fails). The harness poisons with the first; where it is
 // accepted somewhere, a second launch uses the second. `index`: the flat output index of
 // each ref element, for a sampled reference (nullptr: ref is the whole output).
-std::vector<std::pair<unsigned char, std::int64_t>> rank_poisons(DType t, const std::vector<double>& ref,
+std::vector<std::pair<unsigned char, std::int64_t>> rank_poisons(DType t, std::span<const double> ref,
                                                                  const Tolerance& tol,
                                                                  const std::vector<std::int64_t>* index = nullptr);
 // The tolerance output k of problem p is judged with: the impl's override, else the op's,

@@ -61,11 +61,11 @@ struct Inputs {
   std::vector<double> scalars;
 };
 
-using Reference = std::vector<std::vector<double>>;  // one fp64 array per output
+using Reference = std::vector<RefArray>;  // one fp64 array per output (RefArray: tensor.hpp)
 // The reference of a one-output op, moved in. `return {std::move(y)}` copies y instead:
 // an initializer_list holds const elements. For a 2^31-element output that copy is 17 GB,
 // page-faulted in serially: half a minute of every check of such a shape.
-inline Reference single_output(std::vector<double>&& y) {
+inline Reference single_output(RefArray&& y) {
   Reference r;
   r.push_back(std::move(y));
   return r;

@@ -21,7 +21,11 @@ void fill_uniform(HostTensor& t, std::uint64_t seed, double lo, double hi);
 void fill_normal(HostTensor& t, std::uint64_t seed, double mean, double stddev);
 void fill_int(HostTensor& t, std::uint64_t seed, std::int64_t lo, std::int64_t hi);  // [lo, hi]
 
-// Run f(begin, end) over [0, n) split across the host's cores (serial when n is small).
-void parallel_for(std::int64_t n, const std::function<void(std::int64_t, std::int64_t)>& f);
+// Run f(begin, end) over [0, n) split across the host's cores, serial when the work is small.
+// work_per_item: about how many elements one index stands for (a row's length when the
+// items are rows): the split is sized by n * work_per_item, so that 16385 rows of 131072
+// columns use every core rather than counting as "16385 items: serial".
+void parallel_for(std::int64_t n, const std::function<void(std::int64_t, std::int64_t)>& f,
+                  std::int64_t work_per_item = 1);
 
 }  // namespace klab
