@@ -3,11 +3,13 @@
 # (when asked) compute-sanitizer, writing everything under $OUT.
 #
 #   tools/gpu-run.sh [phases] [-- lessons...]
-#   phases: build doctor test bench exercises gpuctest compare memcheck racecheck initcheck
+#   phases: build doctor tour test bench exercises gpuctest compare memcheck racecheck initcheck
 #           synccheck (default: build doctor test bench exercises)
 #     exercises  the exercise proofs (ctest gpu.exercise*)
 #     gpuctest   every GPU ctest but gpu.test.* (which `test` covers): exercise and TODO
 #                proofs, the cheat fixtures, the CLI's GPU checks, the cuBLAS bf16 check
+#                (GPUCTEST_REGEX: only those whose name matches)
+#     tour       the tour ctests (gpu.tour.NN: `klab run NN` within 30 s), not in a lane
 #     compare    benches the tree in $BASELINE_DIR (built into build-baseline) and this one,
 #                lesson by lesson in the same session, and runs tools/bench_compare.py on
 #                each pair (BENCH_TOL, default 0.03): for a refactor that must keep speed
@@ -69,7 +71,7 @@ if [[ " $* " == *" // "* ]]; then
   lanes+=("$cur")
   for ((i = 1; i < ${#lanes[@]}; i++)); do
     for ph in ${lanes[$i]}; do
-      case "$ph" in bench|compare|build) echo "gpu-run: '$ph' cannot run in a concurrent lane (benches must have the GPU to themselves; build goes first)"; echo 2 > "$OUT/finished"; exit 2 ;; esac
+      case "$ph" in bench|compare|build|tour) echo "gpu-run: '$ph' cannot run in a concurrent lane (benches and the timed tour must have the GPU to themselves; build goes first)"; echo 2 > "$OUT/finished"; exit 2 ;; esac
     done
   done
   rc=0
@@ -159,9 +161,12 @@ if has bench; then per_lesson bench bench "${BENCH_TIMEOUT:-$PHASE_TIMEOUT}" ${K
 if has exercises; then
   run_phase exercises "$OUT/exercises.txt" ctest --test-dir build -R 'gpu.exercise' --output-on-failure
 fi
+if has tour; then   # the tour of each lesson (`klab run NN`, a GPU ctest with a 30 s limit), alone on the GPU
+  run_phase tour "$OUT/tour.txt" ctest --test-dir build -R '^gpu[.]tour[.]' --output-on-failure
+fi
 if has gpuctest; then
   T=${GPUCTEST_TIMEOUT:-1800} run_phase gpuctest "$OUT/gpuctest.txt" \
-    ctest --test-dir build -L gpu -E '^gpu[.]test[.]' --output-on-failure -j "${GPUCTEST_JOBS:-1}"
+    ctest --test-dir build -L gpu -E '^gpu[.]test[.]' -R "${GPUCTEST_REGEX:-.}" --output-on-failure -j "${GPUCTEST_JOBS:-1}"
 fi
 if has compare; then
   if [ ! -d "${BASELINE_DIR:-}" ]; then note "phase compare: BASELINE_DIR is not a directory"; failed=1
