@@ -2,17 +2,19 @@
 """Every TODO of every exercise proven to matter: the solution with one TODO blanked.
 
     todo_proof.py check [--root DIR]
-        every lessons/*/exercise.cu that has a solutions/<folder>/exercise.cu: the markers
-        of the two files correspond one to one (exit 1 and one line per defect if not)
+        every lessons/*/exercise.cu and lessons/*/exercise_triton.py with its solution,
+        solutions/<folder>/<same name>: the markers of the two files correspond one to one
+        (exit 1 and one line per defect if not)
     todo_proof.py generate STUB SOLUTION --out-dir DIR
-        checks the pair, writes DIR/<variant>/exercise.cu for each variant (rewritten only
+        checks the pair, writes DIR/<variant>/<the stub's file name> for each variant (rewritten only
         when its text changes, so a configure does not rebuild them) and prints one line
         per variant: NAME|PROOF|PATH
 
 The build (cmake/KlabLesson.cmake) compiles each variant into klab-todo-<lesson>-<NAME>,
 and tests/CMakeLists.txt expects it to fail its PROOF.
 
-Markers (both files):
+Markers (both files; in a Python file, the Triton exercises, # stands for // and a module
+docstring belongs to the header that the two files may word differently):
 
     // TODO k: what to write                the stub's TODO line opens region k; the
                                             solution opens region k with the same line
@@ -46,10 +48,6 @@ import re
 import sys
 from pathlib import Path
 
-BEGIN = re.compile(r"^\s*//\s*TODO\s+(\d+)\b(.*)$")
-END = re.compile(r"^\s*//\s*end of TODO\s+(\d+)\s*(?:\((.*)\))?\s*$")
-MISTAKE = re.compile(r"^(\s*)//\s*mistake\s+(\S+)\s+\(([^)]*)\):\s?(.*)$")
-UNNUMBERED = re.compile(r"//\s*TODO\b(?!\s+\d)")   # "// TODO: ...", "// TODO (hints)"
 PROOF = re.compile(r"^(check|racecheck|synccheck|compile:[A-Za-z_]\w*)$")
 NAME = re.compile(r"^[a-z][a-z0-9_]*$")
 
@@ -58,17 +56,38 @@ class MarkerError(Exception):
     pass
 
 
+class Syntax:
+    """The markers in one language's line comments: // in CUDA and C++, # in Python (the
+    Triton exercises, exercise_triton.py)."""
+
+    def __init__(self, c):
+        q = re.escape(c)
+        self.comment = c
+        self.begin = re.compile(rf"^\s*{q}\s*TODO\s+(\d+)\b(.*)$")
+        self.end = re.compile(rf"^\s*{q}\s*end of TODO\s+(\d+)\s*(?:\((.*)\))?\s*$")
+        self.mistake = re.compile(rf"^(\s*){q}\s*mistake\s+(\S+)\s+\(([^)]*)\):\s?(.*)$")
+        self.unnumbered = re.compile(rf"{q}\s*TODO\b(?!\s+\d)")   # "TODO: ...", "TODO (hints)"
+
+    def is_comment(self, line):
+        return line.strip().startswith(self.comment)
+
+
+CPP, PYTHON = Syntax("//"), Syntax("#")
+
+
+def syntax_of(path):
+    return PYTHON if Path(path).suffix == ".py" else CPP
+
+
 class Piece:
     def __init__(self, k, begin, end, proof=None):
         self.k, self.begin, self.end, self.proof = k, begin, end, proof   # lines begin..end
 
 
-def is_comment(line):
-    return line.strip().startswith("//")
-
-
 def parse(lines, path, solution):
     """Regions of a file: {k: [Piece, ...]} (lines are 0-based, ends inclusive)."""
+    syn = syntax_of(path)
+    BEGIN, END, UNNUMBERED, is_comment = syn.begin, syn.end, syn.unnumbered, syn.is_comment
     regions = {}
     errors = [f"{path}:{n + 1}: an unnumbered TODO: write 'TODO <k>:' so a test can blank it"
               for n, line in enumerate(lines) if UNNUMBERED.search(line)]
@@ -128,14 +147,34 @@ def inside(regions, i):
     return any(p.begin <= i <= p.end for pieces in regions.values() for p in pieces)
 
 
-def skeleton(lines, regions):
+def header_end(lines, syn):
+    """The index of the first line after the header: comment lines and blank lines, and in
+    Python a module docstring (the stub's and the solution's may differ)."""
+    i = 0
+    while i < len(lines):
+        t = lines[i].strip()
+        if not t or syn.is_comment(lines[i]):
+            i += 1
+        elif syn is PYTHON and t[:3] in ('"""', "'''"):
+            q = t[:3]
+            if t.count(q) >= 2 and len(t) > 3:   # a one-line docstring
+                i += 1
+                continue
+            i += 1
+            while i < len(lines) and q not in lines[i]:
+                i += 1
+            i += 1
+        else:
+            break
+    return i
+
+
+def skeleton(lines, regions, syn=CPP):
     """The file outside its regions: (line number, text) with each region's first piece one
     placeholder, its further pieces (code the stub does not have) nothing, and the header
     comment and blank lines left out."""
     starts = {p.begin: (k, n) for k, pieces in regions.items() for n, p in enumerate(pieces)}
-    out, i = [], 0
-    while i < len(lines) and (not lines[i].strip() or is_comment(lines[i])):   # the header
-        i += 1
+    out, i = [], header_end(lines, syn)
     while i < len(lines):
         if i in starts:
             k, n = starts[i]
@@ -149,14 +188,18 @@ def skeleton(lines, regions):
     return out
 
 
-def code_only(lines):
-    """The code of some lines, comments and blank lines left out (no string here holds //)."""
-    return [c for c in (line.split("//", 1)[0].strip() for line in lines) if c]
+def code_only(lines, syn=CPP):
+    """The code of some lines, comments and blank lines left out (no string here holds the
+    comment token)."""
+    return [c for c in (line.split(syn.comment, 1)[0].strip() for line in lines) if c]
 
 
 class Pair:
     def __init__(self, stub_path, solution_path):
         self.stub_path, self.solution_path = Path(stub_path), Path(solution_path)
+        self.syn = syntax_of(self.stub_path)
+        if syntax_of(self.solution_path) is not self.syn:
+            raise MarkerError(f"{self.solution_path}: not the same language as {self.stub_path}")
         self.stub = self.stub_path.read_text().splitlines()
         self.solution = self.solution_path.read_text().splitlines()
         errors = []
@@ -179,7 +222,7 @@ class Pair:
         """{name: (proof, [(line index of the replaced line, new text or None)])}"""
         found, errors = {}, []
         for i, line in enumerate(self.solution):
-            m = MISTAKE.match(line)
+            m = self.syn.mistake.match(line)
             if not m:
                 continue
             where = f"{self.solution_path}:{i + 1}"
@@ -189,7 +232,7 @@ class Pair:
             if not PROOF.match(proof):
                 errors.append(f"{where}: unknown proof '{proof}'")
             target = i + 1
-            if target >= len(self.solution) or is_comment(self.solution[target]) or not self.solution[target].strip():
+            if target >= len(self.solution) or self.syn.is_comment(self.solution[target]) or not self.solution[target].strip():
                 errors.append(f"{where}: a mistake must stand right above the code line it changes")
                 continue
             if not inside(self.sol_regions, i) or not inside(self.sol_regions, target):
@@ -224,7 +267,7 @@ class Pair:
                 errors.append(f"{self.solution_path}: mistake '{name}' clashes with a TODO's variant name")
         if errors:
             raise MarkerError("\n".join(errors))
-        a, b = skeleton(self.stub, self.stub_regions), skeleton(self.solution, self.sol_regions)
+        a, b = skeleton(self.stub, self.stub_regions, self.syn), skeleton(self.solution, self.sol_regions, self.syn)
         for (la, ta), (lb, tb) in zip(a, b):
             if ta != tb:
                 raise MarkerError(f"{self.solution_path}:{lb}: outside the TODO regions the solution differs from "
@@ -233,9 +276,9 @@ class Pair:
             longer, other = (self.stub_path, a) if len(a) > len(b) else (self.solution_path, b)
             line = other[min(len(a), len(b))][0]
             raise MarkerError(f"{longer}:{line}: outside the TODO regions this file has lines the other lacks")
-        solution_code = code_only(self.solution)
+        solution_code = code_only(self.solution, self.syn)
         for name, text in self.variants():
-            if code_only(text) == solution_code:
+            if code_only(text, self.syn) == solution_code:
                 raise MarkerError(f"{self.solution_path}: variant '{name}' has the solution's code: it proves nothing")
 
     def blank(self, k):
@@ -269,9 +312,10 @@ def write_variants(pair, out_dir):
     for name, text in pair.variants():
         what = (f"TODO {name} blanked (replaced by the stub's text)" if name.isdigit()
                 else f"mistake '{name}' made")
-        head = [f"// Generated by tools/todo_proof.py from {pair.solution_path.name} of "
-                f"{pair.solution_path.parent.name}: {what}.", f"// Proof: {pair.proof(name)}. Do not edit."]
-        path = Path(out_dir) / name / "exercise.cu"
+        c = pair.syn.comment
+        head = [f"{c} Generated by tools/todo_proof.py from {pair.solution_path.name} of "
+                f"{pair.solution_path.parent.name}: {what}.", f"{c} Proof: {pair.proof(name)}. Do not edit."]
+        path = Path(out_dir) / name / pair.stub_path.name
         content = "\n".join(head + text) + "\n"
         path.parent.mkdir(parents=True, exist_ok=True)
         if not path.exists() or path.read_text() != content:
@@ -282,8 +326,9 @@ def write_variants(pair, out_dir):
 
 def pairs_under(root):
     root = Path(root)
-    for stub in sorted(root.glob("lessons/*/exercise.cu")):
-        yield stub, root / "solutions" / stub.parent.name / "exercise.cu"
+    for pattern in ("lessons/*/exercise.cu", "lessons/*/exercise_triton.py"):
+        for stub in sorted(root.glob(pattern)):
+            yield stub, root / "solutions" / stub.parent.name / stub.name
 
 
 def main(argv=None):
@@ -310,7 +355,7 @@ def main(argv=None):
                 pair = Pair(stub, solution)
                 names = [name for name, _ in pair.variants()]
                 n += 1
-                print(f"{stub.parent.name}: {len(names)} variants ({', '.join(f'{v}: {pair.proof(v)}' for v in names)})")
+                print(f"{stub.parent.name}/{stub.name}: {len(names)} variants ({', '.join(f'{v}: {pair.proof(v)}' for v in names)})")
             except MarkerError as e:
                 print(e)
                 failed += 1
