@@ -1,4 +1,5 @@
-# klab_add_lesson(<id> SOURCES <.cu...> [TRITON <_triton.py...>] [EXERCISE <exercise.cu>])
+# klab_add_lesson(<id> SOURCES <.cu...> [TRITON <_triton.py...>] [EXERCISE <exercise.cu>]
+#                 [TRITON_EXERCISE <exercise_triton.py> <launcher.cu>])
 #
 # Builds the lesson's kernels as an object library linked into `klab`. The exercise file
 # goes into `klab`; the completed exercise from solutions/<lesson folder>/ goes into
@@ -6,8 +7,13 @@
 # without handing the solution to the learner in the exercise file. Each TODO of the
 # exercise is proven to matter as well: the solution with that TODO blanked (and with each
 # mistake its markers name) is built into klab-todo-<id>-<variant> (klab_todo_variants).
+#
+# The Triton exercise works the same way: the learner's .py (stub), its solution and each
+# TODO variant are compiled ahead of time, each with its own copy of the lesson's launcher
+# (the C++ that registers the impl `exercise_triton` and calls the generated launcher), into
+# klab, klab-solutions and klab-todo-<id>-triton_<variant>.
 function(klab_add_lesson id)
-  cmake_parse_arguments(L "" "EXERCISE" "SOURCES;TRITON" ${ARGN})
+  cmake_parse_arguments(L "" "EXERCISE" "SOURCES;TRITON;TRITON_EXERCISE" ${ARGN})
   set(lib klab_lesson_${id})
   add_library(${lib} OBJECT ${L_SOURCES})
   target_link_libraries(${lib} PUBLIC klab_core)
@@ -36,6 +42,35 @@ function(klab_add_lesson id)
       message(WARNING "lesson ${id}: no solution at ${solution}")
     endif()
   endif()
+  if(L_TRITON_EXERCISE)
+    list(GET L_TRITON_EXERCISE 0 py)
+    list(GET L_TRITON_EXERCISE 1 launcher)
+    get_filename_component(folder ${CMAKE_CURRENT_SOURCE_DIR} NAME)
+    set(stub ${CMAKE_CURRENT_SOURCE_DIR}/${py})
+    set(solution ${CMAKE_SOURCE_DIR}/solutions/${folder}/${py})
+    set(out ${CMAKE_CURRENT_BINARY_DIR}/triton-exercise)
+    klab_triton_exercise_lib(${lib}_triton_exercise ${stub} ${CMAKE_CURRENT_SOURCE_DIR}/${launcher} ${out}/stub)
+    set_property(GLOBAL APPEND PROPERTY KLAB_EXERCISE_LIBS ${lib}_triton_exercise)
+    set_property(GLOBAL APPEND PROPERTY KLAB_TRITON_EXERCISE_IDS ${id})
+    if(NOT EXISTS ${solution})
+      message(FATAL_ERROR "lesson ${id}: no solution at ${solution}")
+    endif()
+    klab_triton_exercise_lib(${lib}_triton_solution ${solution} ${CMAKE_CURRENT_SOURCE_DIR}/${launcher} ${out}/solution)
+    set_property(GLOBAL APPEND PROPERTY KLAB_SOLUTION_LIBS ${lib}_triton_solution)
+    if(KLAB_BUILD_SOLUTIONS AND KLAB_HAVE_TRITON)
+      klab_todo_variants(${id} ${stub} ${solution} triton_ ${CMAKE_CURRENT_SOURCE_DIR}/${launcher})
+    endif()
+  endif()
+endfunction()
+
+# klab_triton_exercise_lib(<object library> <exercise .py> <launcher .cu> <AOT output dir>)
+# The launcher registers the impl whatever the build; without Triton it reports why the impl
+# cannot run (klab::triton_supported), and no AOT is compiled.
+function(klab_triton_exercise_lib obj py launcher dir)
+  add_library(${obj} OBJECT ${launcher})
+  target_link_libraries(${obj} PUBLIC klab_core)
+  target_include_directories(${obj} PRIVATE ${CMAKE_CURRENT_SOURCE_DIR})
+  klab_triton_aot(${obj} ${py} ${dir})
 endfunction()
 
 # klab_todo_variants(<id> <stub> <solution>)
@@ -47,14 +82,27 @@ endfunction()
 # klab_add_executables and the tests. A variant proven by `compile:NAME` must not compile:
 # it is left out of the default build, and a test builds it and expects the error.
 function(klab_todo_variants id stub solution)
+  # Optional: a variant name prefix and, for a Triton exercise, the launcher each variant's
+  # AOT output is built with (the variant replaces the lesson's Triton solution library).
+  set(prefix "")
+  set(launcher "")
+  if(ARGC GREATER 3)
+    set(prefix ${ARGV3})
+    set(launcher ${ARGV4})
+  endif()
   find_package(Python3 COMPONENTS Interpreter)
   if(NOT Python3_Interpreter_FOUND)
     message(FATAL_ERROR "lesson ${id}: the TODO proofs (tools/todo_proof.py) need Python 3; "
                         "install it or configure with -DKLAB_BUILD_SOLUTIONS=OFF")
   endif()
   set(tool ${CMAKE_SOURCE_DIR}/tools/todo_proof.py)
+  set(todo_dir ${CMAKE_BINARY_DIR}/todo/${id})
+  if(prefix)
+    string(REGEX REPLACE "_$" "" tag "${prefix}")
+    set(todo_dir ${todo_dir}-${tag})
+  endif()
   execute_process(COMMAND ${Python3_EXECUTABLE} ${tool} generate ${stub} ${solution}
-                          --out-dir ${CMAKE_BINARY_DIR}/todo/${id}
+                          --out-dir ${todo_dir}
                   OUTPUT_VARIABLE manifest ERROR_VARIABLE why RESULT_VARIABLE rc
                   OUTPUT_STRIP_TRAILING_WHITESPACE)
   if(NOT rc EQUAL 0)
@@ -69,16 +117,24 @@ function(klab_todo_variants id stub solution)
     list(GET fields 0 variant)
     list(GET fields 1 proof)
     list(GET fields 2 source)
+    set(variant ${prefix}${variant})
     set(obj klab_todo_${id}_${variant})
-    add_library(${obj} OBJECT ${source})
-    target_include_directories(${obj} PRIVATE ${CMAKE_CURRENT_SOURCE_DIR})
-    target_link_libraries(${obj} PUBLIC klab_core)
-    # A TODO left blank leaves variables unused (177: declared, 550: set but never read).
-    target_compile_options(${obj} PRIVATE $<$<COMPILE_LANGUAGE:CUDA>:--diag-suppress=177,550>)
+    if(launcher)
+      get_filename_component(vdir ${source} DIRECTORY)
+      klab_triton_exercise_lib(${obj} ${source} ${launcher} ${vdir}/aot)
+      set(replaces klab_lesson_${id}_triton_solution)
+    else()
+      add_library(${obj} OBJECT ${source})
+      target_include_directories(${obj} PRIVATE ${CMAKE_CURRENT_SOURCE_DIR})
+      target_link_libraries(${obj} PUBLIC klab_core)
+      # A TODO left blank leaves variables unused (177: declared, 550: set but never read).
+      target_compile_options(${obj} PRIVATE $<$<COMPILE_LANGUAGE:CUDA>:--diag-suppress=177,550>)
+      set(replaces klab_lesson_${id}_solution)
+    endif()
     if(proof MATCHES "^compile:")
       set_target_properties(${obj} PROPERTIES EXCLUDE_FROM_ALL ON)
     endif()
-    set_property(GLOBAL APPEND PROPERTY KLAB_TODO_VARIANTS "${id}|${variant}|${proof}|${obj}")
+    set_property(GLOBAL APPEND PROPERTY KLAB_TODO_VARIANTS "${id}|${variant}|${proof}|${obj}|${replaces}")
   endforeach()
 endfunction()
 
@@ -105,11 +161,12 @@ function(klab_add_executables)
       list(GET fields 1 variant)
       list(GET fields 2 proof)
       list(GET fields 3 obj)
+      list(GET fields 4 replaces)
       if(proof MATCHES "^compile:")
         continue()
       endif()
       set(others ${solutions})
-      list(REMOVE_ITEM others klab_lesson_${id}_solution)
+      list(REMOVE_ITEM others ${replaces})
       add_executable(klab-todo-${id}-${variant} ${CMAKE_SOURCE_DIR}/klab/cli/main.cpp)
       target_link_libraries(klab-todo-${id}-${variant} PRIVATE klab_cli ${lessons} ${others} ${obj})
       set_target_properties(klab-todo-${id}-${variant} PROPERTIES RUNTIME_OUTPUT_DIRECTORY ${CMAKE_BINARY_DIR}/todo)

@@ -33,13 +33,18 @@ else()
   endif()
 endif()
 
-# klab_triton_aot(<object library> <path/NAME_triton.py>)
+# klab_triton_aot(<object library> <path/NAME_triton.py> [<output dir>])
+# (The output dir, default <binary dir>/triton, keeps apart files of the same name: a Triton
+# exercise's stub, solution and TODO variants.)
 function(klab_triton_aot target py)
   if(NOT KLAB_HAVE_TRITON)
     return()
   endif()
   get_filename_component(stem ${py} NAME_WE)
   set(dir ${CMAKE_CURRENT_BINARY_DIR}/triton)
+  if(ARGC GREATER 2)
+    set(dir ${ARGV2})
+  endif()
   add_custom_command(
     OUTPUT ${dir}/${stem}.c ${dir}/${stem}.h
     COMMAND ${KLAB_PYTHON} ${CMAKE_SOURCE_DIR}/tools/triton_aot.py ${py} --out-dir ${dir}

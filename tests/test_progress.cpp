@@ -422,3 +422,43 @@ TEST_F(Progress, ReaderNeverSeesAHalfWrittenFile) {
   reader.join();
   EXPECT_EQ(bad.load(), 0) << first_bad;
 }
+
+// ---- the Triton track ---------------------------------------------------------------------
+
+TEST_F(Progress, TritonPassIsRecordedApartAndRoundTrips) {
+  klab::record_exercise_pass(rec("01", "2026-11-25", 1.02), /*triton=*/true);
+  auto j = nlohmann::json::parse(read_text(file_));
+  EXPECT_EQ(j["triton"]["01"]["passed_at"], "2026-11-25T12:00:00Z");
+  EXPECT_TRUE(j["exercises"].empty());   // the CUDA exercise of 01 is not passed by it
+  ProgressData d = klab::load_progress();
+  EXPECT_TRUE(d.exercises.empty());
+  ASSERT_EQ(d.triton.size(), 1u);
+  EXPECT_DOUBLE_EQ(d.triton.at("01").speed_ratio, 1.02);
+  klab::record_exercise_pass(rec("01", "2026-11-26", 0.9));   // the CUDA one, later
+  d = klab::load_progress();
+  EXPECT_EQ(d.exercises.size(), 1u);
+  EXPECT_EQ(d.triton.at("01").passed_at, "2026-11-25T12:00:00Z");   // kept
+}
+
+TEST_F(Progress, TritonTrackInTheReport) {
+  klab::record_exercise_pass(rec("01", "2026-11-25"), /*triton=*/true);
+  const std::string r = klab::progress_report(klab::load_progress(), kBuild, {"01"});
+  EXPECT_TRUE(contains(r, "Triton             1/1")) << r;
+  EXPECT_TRUE(contains(r, ": 01")) << r;
+  // A Triton pass is not a CUDA pass: lesson 01 is still to do, and no path is complete.
+  EXPECT_TRUE(contains(r, "Missing elements   0/5")) << r;
+  EXPECT_FALSE(contains(r, "Certificate of completion")) << r;
+  const std::string none = klab::progress_report(ProgressData{}, kBuild, {"01"});
+  EXPECT_TRUE(contains(none, "Triton             0/1")) << none;
+}
+
+TEST_F(Progress, TritonSectionIsValidatedLikeTheOthers) {
+  fs::create_directories(file_.parent_path());
+  write_text(file_, R"({"format":"klab-progress","version":1,"exercises":{},"triton":[]})");
+  expect_load_error("\"triton\" is not an object");
+  write_text(file_, R"({"format":"klab-progress","version":1,"triton":{"debugging":{"passed_at":"2026-11-25T12:00:00Z"}}})");
+  expect_load_error("not a lesson id");
+  write_text(file_, R"({"format":"klab-progress","version":1,"triton":{"01":{"passed_at":"yesterday"}}})");
+  expect_load_error("not a UTC time");
+  EXPECT_THROW(klab::record_exercise_pass(rec("debugging", "2026-11-25"), true), klab::Error);
+}

@@ -416,31 +416,59 @@ int cmd_run(Common& o, Selection sel) {
   return none_ran(v) && none_ran(b) ? nothing_ran() : kExitOk;
 }
 
-int cmd_check(Common& o, const std::string& lesson_key) {
+// The Triton track's exercise of a lesson: the impl `exercise_triton` of its exercise op,
+// timed against the lesson's `triton` version. Lessons without one give "".
+constexpr const char* kTritonExercise = "exercise_triton";
+bool has_triton_exercise(const Lesson& l) {
+  if (l.exercise_op.empty()) return false;
+  for (const Impl* im : registry().impls_of(l.exercise_op))
+    if (im->name == kTritonExercise) return true;
+  return false;
+}
+
+int cmd_check(Common& o, const std::string& lesson_key, bool triton) {
   const Lesson* l = registry().find_lesson(lesson_key);
   if (!l) throw UsageError(fmt::format("unknown lesson '{}' (see `klab list`)", lesson_key));
   if (l->exercise_op.empty()) throw UsageError(fmt::format("lesson {} has no exercise", l->id));
+  if (triton && !has_triton_exercise(*l)) {
+    std::string with;
+    for (const auto& other : registry().lessons())
+      if (has_triton_exercise(other)) with += (with.empty() ? "" : ", ") + other.id;
+    throw UsageError(fmt::format("lesson {} has no Triton exercise yet (lessons with one: {})", l->id,
+                                 with.empty() ? "none in this build" : with));
+  }
+  const std::string ex_impl = triton ? kTritonExercise : "exercise";
+  const std::string ex_ref = triton ? "triton" : l->exercise_reference;
+  const std::string ex_file = triton ? "exercise_triton.py" : "exercise.cu";
+  const std::string ex_hint = triton ? fmt::format("lessons/{}-{}/exercise_triton.py", l->id, l->slug) : l->exercise_hint;
+  const std::string again = fmt::format("klab check {}{}", l->id, triton ? " --triton" : "");
   Selection sel;
   sel.lessons = {l->id};
   sel.ops = {l->exercise_op};
   sel.only_exercises = true;
+  sel.impls = {ex_impl};   // the CUDA and the Triton exercise are graded apart
   const auto cases = plan_cases(sel, false);
   (void)l2_flush_by_write();   // the grade ends with a bench
   check_progress_before_run();  // a file that cannot take the pass fails now, not after the work
-  if (const std::string w = stale_exercise_warning(*l); !w.empty()) std::fprintf(stderr, "%s\n", w.c_str());
+  if (const std::string w = stale_exercise_warning(*l, ex_file); !w.empty()) std::fprintf(stderr, "%s\n", w.c_str());
   require_gpu();
   RunOptions ro = make_options(o);
   // Unseen seeds: the fixed seeds of `klab test` are known; the grader draws its own.
   std::mt19937_64 g(ro.run_seed);
   ro.seeds = {g() % 1000000000ull + 1000, g() % 1000000000ull + 1000};
   print_device_line();
-  std::printf("checking the exercise of lesson %s (%s) — run seed %llu\n", l->id.c_str(), l->exercise_hint.c_str(),
-              static_cast<unsigned long long>(ro.run_seed));
+  std::printf("checking the %sexercise of lesson %s (%s) — run seed %llu\n", triton ? "Triton " : "", l->id.c_str(),
+              ex_hint.c_str(), static_cast<unsigned long long>(ro.run_seed));
   const auto v = verify(cases, ro);
   print_verify(stdout, v, o.verbose);
-  if (any_failed(v) || none_ran(v)) {
-    std::printf("\nNot yet: the exercise's output is wrong on the cases above. Fix %s and run `klab check %s` again.\n",
-                l->exercise_hint.c_str(), l->id.c_str());
+  if (!any_failed(v) && none_ran(v)) {   // e.g. a build without Triton: say why, not "wrong"
+    const std::string why = v.empty() ? std::string("no case") : v.front().message;
+    std::printf("\nNot run: the exercise cannot run in this build or on this device: %s\n", why.c_str());
+    return kExitFail;
+  }
+  if (any_failed(v)) {
+    std::printf("\nNot yet: the exercise's output is wrong on the cases above. Fix %s and run `%s` again.\n",
+                ex_hint.c_str(), again.c_str());
     return kExitFail;
   }
   // Speed against the lesson's reference version, same run, first bench shape.
@@ -449,7 +477,7 @@ int cmd_check(Common& o, const std::string& lesson_key) {
   bsel.lessons = {l->id};
   bsel.ops = {l->exercise_op};
   bsel.exercises = true;
-  bsel.impls = {"exercise", l->exercise_reference};
+  bsel.impls = {ex_impl, ex_ref};
   auto bcases = plan_cases(bsel, true);
   bcases.resize(std::min<std::size_t>(bcases.size(), 1));
   ro.time_cap_s = 0.5;
@@ -461,16 +489,15 @@ int cmd_check(Common& o, const std::string& lesson_key) {
     return kExitFail;
   }
   double ex = 0, rf = 0;
-  for (const auto& r : b) (r.impl == "exercise" ? ex : rf) = r.median_ms;
+  for (const auto& r : b) (r.impl == ex_impl ? ex : rf) = r.median_ms;
   if (ex > 0 && rf > 0) ratio = ex / rf;
-  std::printf("\nPassed: correct on every edge case and unseen seed; %.2fx the time of %s.\n", ratio,
-              l->exercise_reference.c_str());
+  std::printf("\nPassed: correct on every edge case and unseen seed; %.2fx the time of %s.\n", ratio, ex_ref.c_str());
   ExerciseRecord rec;
   rec.lesson = l->id;  // passed_at: filled in with the current time by record_exercise_pass
   rec.speed_ratio = ratio;
   rec.seed = ro.run_seed;
   rec.device = device_info().name;
-  return record_pass(rec);   // a pass that cannot be saved exits 1 and says why
+  return record_pass(rec, triton);   // a pass that cannot be saved exits 1 and says why
 }
 
 int cmd_progress() {
@@ -482,7 +509,10 @@ int cmd_progress() {
   const ProgressData data = [] {
     try { return load_progress(); } catch (const Error& e) { throw UsageError(e.what()); }
   }();
-  const std::string text = progress_report(data, available);
+  std::vector<std::string> available_triton;
+  for (const auto& l : registry().lessons())
+    if (has_triton_exercise(l)) available_triton.push_back(l.id);
+  const std::string text = progress_report(data, available, available_triton);
   std::fputs(text.c_str(), stdout);
   return kExitOk;
 }
@@ -684,6 +714,8 @@ int klab_main(int argc, char** argv) {
   auto* check = app.add_subcommand("check", "grade your exercise: unseen seeds and edge cases, then speed");
   check->add_option("lesson", check_lesson, "the lesson, e.g. 01")->required();
   check->add_flag("-v,--verbose", o.verbose, "one row per check");
+  bool check_triton = false;
+  check->add_flag("--triton", check_triton, "grade the lesson's Triton exercise (exercise_triton.py) instead");
   auto* progress = app.add_subcommand("progress", "exercises passed, paths and tracks, the certificate");
   auto* doctor = app.add_subcommand("doctor", "GPU, versions, measured peaks, Triton and tools");
   doctor->add_flag("--remeasure", remeasure, "measure the peaks again instead of using the cache");
@@ -728,7 +760,7 @@ int klab_main(int argc, char** argv) {
     if (progress->parsed()) return cmd_progress();
     if (doctor->parsed()) return cmd_doctor(remeasure);
     if (report->parsed()) return cmd_report(report_args);
-    if (check->parsed()) return cmd_check(o, check_lesson);
+    if (check->parsed()) return cmd_check(o, check_lesson, check_triton);
     if (const int rc = run_exercise_verbs(exercise_verbs, xa); rc >= 0) return rc;
     Selection sel = make_selection(o);
     if (test->parsed()) return cmd_test(o, sel);

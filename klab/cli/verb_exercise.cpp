@@ -375,7 +375,7 @@ void check_progress_before_run() {
   }
 }
 
-std::string stale_exercise_warning(const Lesson& l) {
+std::string stale_exercise_warning(const Lesson& l, const std::string& file) {
   std::error_code ec;
   fs::path root;
   try {
@@ -383,7 +383,7 @@ std::string stale_exercise_warning(const Lesson& l) {
   } catch (const Error&) {
     return "";   // no source tree here: nothing to compare
   }
-  const std::string rel = lesson_folder("lessons", l) + "/exercise.cu";
+  const std::string rel = lesson_folder("lessons", l) + "/" + file;
   const fs::path self = fs::read_symlink("/proc/self/exe", ec);
   if (ec) return "";
   const auto t_src = fs::last_write_time(root / rel, ec);
@@ -395,9 +395,9 @@ std::string stale_exercise_warning(const Lesson& l) {
                      rel);
 }
 
-int record_pass(const ExerciseRecord& r) {
+int record_pass(const ExerciseRecord& r, bool triton) {
   try {
-    record_exercise_pass(r);
+    record_exercise_pass(r, triton);
   } catch (const Error& e) {
     std::fprintf(stderr, "klab: error: passed, but the pass was NOT recorded: %s\n", e.what());
     return kExitFail;

@@ -39,10 +39,11 @@ std::vector<std::string> parse_hints(const std::string& text, const std::string&
 // cannot be saved (one line, exit 2).
 void check_progress_before_run();
 // `klab check`, before its work: the warning line (no newline) when the lesson's
-// exercise.cu is newer than the running binary, else "".
-std::string stale_exercise_warning(const Lesson& l);
+// exercise file (exercise.cu, or exercise_triton.py for --triton) is newer than the running
+// binary, else "".
+std::string stale_exercise_warning(const Lesson& l, const std::string& file = "exercise.cu");
 // `klab check`, after a pass: records it; prints where, and returns kExitOk, or prints on
 // stderr that the pass was not recorded and why, and returns kExitFail.
-int record_pass(const ExerciseRecord& r);
+int record_pass(const ExerciseRecord& r, bool triton = false);
 
 }  // namespace klab

@@ -300,45 +300,51 @@ ProgressData progress_from_json(const nlohmann::json& j, const std::string& orig
                      not_ours_advice());
   }
   ProgressData d;
-  if (!j.contains("exercises")) return d;   // a fresh file may have no passes yet
-  const auto& ex = j["exercises"];
-  if (!ex.is_object()) fail(origin, "\"exercises\" is not an object." + not_ours_advice());
-  for (const auto& [key, rec] : ex.items()) {
-    const std::string where = "exercise \"" + sanitize_text(key, 40) + "\"";
-    if (!valid_id(key)) fail(origin, where + " is not a lesson or checkpoint id." + not_ours_advice());
-    if (!rec.is_object()) fail(origin, where + " is not an object." + not_ours_advice());
-    ExerciseRecord r;
-    r.lesson = key;
-    if (!rec.contains("passed_at") || !rec["passed_at"].is_string())
-      fail(origin, where + " has no \"passed_at\" date." + not_ours_advice());
-    r.passed_at = rec["passed_at"].get<std::string>();
-    if (rec.contains("speed_ratio")) {
-      const auto& s = rec["speed_ratio"];
-      // null: the check could not time it (a NaN is written as null).
-      if (s.is_number()) r.speed_ratio = s.get<double>();
-      else if (!s.is_null()) fail(origin, where + ": \"speed_ratio\" is not a number." + not_ours_advice());
-      if (!(r.speed_ratio >= 0 && r.speed_ratio <= kMaxSpeedRatio))
-        fail(origin, where + ": \"speed_ratio\" " + s.dump() + " is out of range (0 to 1e6)." + not_ours_advice());
+  // "exercises": the CUDA exercises and named checkpoints; "triton": the Triton track's
+  // exercises (`klab check NN --triton`), lesson ids only. The same record in both.
+  for (const char* section : {"exercises", "triton"}) {
+    const bool triton = std::string(section) == "triton";
+    if (!j.contains(section)) continue;   // a fresh file may have no passes yet
+    const auto& ex = j[section];
+    if (!ex.is_object()) fail(origin, "\"" + std::string(section) + "\" is not an object." + not_ours_advice());
+    for (const auto& [key, rec] : ex.items()) {
+      const std::string where = (triton ? "Triton exercise \"" : "exercise \"") + sanitize_text(key, 40) + "\"";
+      if (triton && !is_lesson_id(key)) fail(origin, where + " is not a lesson id." + not_ours_advice());
+      if (!valid_id(key)) fail(origin, where + " is not a lesson or checkpoint id." + not_ours_advice());
+      if (!rec.is_object()) fail(origin, where + " is not an object." + not_ours_advice());
+      ExerciseRecord r;
+      r.lesson = key;
+      if (!rec.contains("passed_at") || !rec["passed_at"].is_string())
+        fail(origin, where + " has no \"passed_at\" date." + not_ours_advice());
+      r.passed_at = rec["passed_at"].get<std::string>();
+      if (rec.contains("speed_ratio")) {
+        const auto& s = rec["speed_ratio"];
+        // null: the check could not time it (a NaN is written as null).
+        if (s.is_number()) r.speed_ratio = s.get<double>();
+        else if (!s.is_null()) fail(origin, where + ": \"speed_ratio\" is not a number." + not_ours_advice());
+        if (!(r.speed_ratio >= 0 && r.speed_ratio <= kMaxSpeedRatio))
+          fail(origin, where + ": \"speed_ratio\" " + s.dump() + " is out of range (0 to 1e6)." + not_ours_advice());
+      }
+      if (rec.contains("seed")) {
+        const auto& s = rec["seed"];
+        if (s.is_number_unsigned()) r.seed = s.get<std::uint64_t>();
+        else if (s.is_number_integer() && s.get<long long>() >= 0)
+          r.seed = static_cast<std::uint64_t>(s.get<long long>());
+        else fail(origin, where + ": \"seed\" is not a non-negative integer." + not_ours_advice());
+      }
+      if (rec.contains("device")) {
+        if (!rec["device"].is_string())
+          fail(origin, where + ": \"device\" is not a string." + not_ours_advice());
+        r.device = rec["device"].get<std::string>();
+        if (r.device.size() > kMaxDeviceBytes)
+          fail(origin, where + ": \"device\" is " + std::to_string(r.device.size()) + " bytes long (at most " +
+                           std::to_string(kMaxDeviceBytes) + ")." + not_ours_advice());
+      }
+      if (!valid_utc_timestamp(r.passed_at))
+        fail(origin, where + ": \"passed_at\" \"" + sanitize_text(r.passed_at, 40) +
+                         "\" is not a UTC time like 2026-11-22T10:31:05Z." + not_ours_advice());
+      (triton ? d.triton : d.exercises)[key] = std::move(r);
     }
-    if (rec.contains("seed")) {
-      const auto& s = rec["seed"];
-      if (s.is_number_unsigned()) r.seed = s.get<std::uint64_t>();
-      else if (s.is_number_integer() && s.get<long long>() >= 0)
-        r.seed = static_cast<std::uint64_t>(s.get<long long>());
-      else fail(origin, where + ": \"seed\" is not a non-negative integer." + not_ours_advice());
-    }
-    if (rec.contains("device")) {
-      if (!rec["device"].is_string())
-        fail(origin, where + ": \"device\" is not a string." + not_ours_advice());
-      r.device = rec["device"].get<std::string>();
-      if (r.device.size() > kMaxDeviceBytes)
-        fail(origin, where + ": \"device\" is " + std::to_string(r.device.size()) + " bytes long (at most " +
-                         std::to_string(kMaxDeviceBytes) + ")." + not_ours_advice());
-    }
-    if (!valid_utc_timestamp(r.passed_at))
-      fail(origin, where + ": \"passed_at\" \"" + sanitize_text(r.passed_at, 40) +
-                       "\" is not a UTC time like 2026-11-22T10:31:05Z." + not_ours_advice());
-    d.exercises[key] = std::move(r);
   }
   if (j.contains("aids")) {
     const auto& aids = j["aids"];
@@ -369,16 +375,20 @@ ProgressData progress_from_json(const nlohmann::json& j, const std::string& orig
 }
 
 nlohmann::json progress_to_json(const ProgressData& d) {
-  nlohmann::json ex = nlohmann::json::object();
-  for (const auto& [id, r] : d.exercises) {
-    nlohmann::json rec;
-    rec["passed_at"] = r.passed_at;
-    rec["speed_ratio"] = std::isfinite(r.speed_ratio) ? nlohmann::json(r.speed_ratio) : nlohmann::json();
-    rec["seed"] = r.seed;
-    rec["device"] = r.device;
-    ex[id] = std::move(rec);
-  }
-  nlohmann::json j = {{"format", kFormat}, {"version", kVersion}, {"exercises", std::move(ex)}};
+  auto records = [](const std::map<std::string, ExerciseRecord>& m) {
+    nlohmann::json ex = nlohmann::json::object();
+    for (const auto& [id, r] : m) {
+      nlohmann::json rec;
+      rec["passed_at"] = r.passed_at;
+      rec["speed_ratio"] = std::isfinite(r.speed_ratio) ? nlohmann::json(r.speed_ratio) : nlohmann::json();
+      rec["seed"] = r.seed;
+      rec["device"] = r.device;
+      ex[id] = std::move(rec);
+    }
+    return ex;
+  };
+  nlohmann::json j = {{"format", kFormat}, {"version", kVersion}, {"exercises", records(d.exercises)}};
+  if (!d.triton.empty()) j["triton"] = records(d.triton);
   nlohmann::json aids = nlohmann::json::object();
   for (const auto& [id, a] : d.aids) {
     nlohmann::json rec = nlohmann::json::object();
@@ -490,14 +500,15 @@ void check_progress_usable() {
                      "); a pass could not be recorded (fix its permissions or point KLAB_PROGRESS_FILE elsewhere).");
 }
 
-void record_exercise_pass(const ExerciseRecord& r) {
-  if (!valid_id(r.lesson)) throw Error("record_exercise_pass: invalid lesson id \"" + sanitize_text(r.lesson, 40) + "\"");
+void record_exercise_pass(const ExerciseRecord& r, bool triton) {
+  if (!valid_id(r.lesson) || (triton && !is_lesson_id(r.lesson)))
+    throw Error("record_exercise_pass: invalid lesson id \"" + sanitize_text(r.lesson, 40) + "\"");
   ProgressData d = load_progress();   // throws on a corrupt or foreign file: never saved over
   ExerciseRecord rec = r;
   if (rec.passed_at.empty()) rec.passed_at = utc_now_iso();
   // The latest passing check replaces an earlier one: the record describes the code the
   // learner has now (its speed, its device), and a certificate dates from the last pass.
-  d.exercises[rec.lesson] = std::move(rec);
+  (triton ? d.triton : d.exercises)[rec.lesson] = std::move(rec);
   save_progress(d);
 }
 
@@ -515,7 +526,8 @@ const std::vector<PathInfo>& learning_paths() {
   return paths;
 }
 
-std::string progress_report(const ProgressData& d, const std::vector<std::string>& available) {
+std::string progress_report(const ProgressData& d, const std::vector<std::string>& available,
+                            const std::vector<std::string>& available_triton) {
   State s{d, std::set<std::string>(available.begin(), available.end())};
   std::ostringstream o;
 
@@ -627,6 +639,22 @@ std::string progress_report(const ProgressData& d, const std::vector<std::string
       o << pad("0/0", 7) << "not yet available (" << n->note << ")\n";
     return s.passed(id);
   };
+  {
+    // The Triton track: lessons whose exercise_triton.py this build grades, and passes.
+    std::size_t avail = 0, passed = 0, elsewhere = 0;
+    for (const auto& id : available_triton) {
+      ++avail;
+      passed += d.triton.count(id);
+    }
+    for (const auto& [id, r] : d.triton)
+      elsewhere += std::find(available_triton.begin(), available_triton.end(), id) == available_triton.end();
+    o << "  " << pad("Triton", 19) << pad(count(passed, avail), 7) << "Triton exercises passed (`klab check NN --triton`)";
+    if (elsewhere) o << "; " << elsewhere << " more passed, not in this build";
+    std::string ids;
+    for (const auto& [id, r] : d.triton) ids += (ids.empty() ? "" : ", ") + id;
+    if (!ids.empty()) o << ": " << ids;
+    o << "\n";
+  }
   const bool debugging_done = named_track("Debugging", "debugging");
   const bool mastery_done = named_track("Mastery", "capstone");
   const bool program_done = lessons_done && debugging_done && mastery_done;

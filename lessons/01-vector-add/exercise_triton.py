@@ -5,10 +5,13 @@ index, its offsets, the mask for the tail, the two loads, the store, and the lau
 the AOT list at the bottom (the build compiles this file ahead of time, as it does every
 Triton kernel of the course: tools/triton_aot.py).
 
-Grading: `klab check 01 --triton` will check this kernel on unseen seeds and the edge cases
-of `klab check 01` (0 and 1 elements, primes, past 2^31 elements) and time it against the
-lesson's Triton version. That command is being built; today CI compiles this file for sm_80
-and sm_90 and proves each TODO against the completed file.
+After an edit, rebuild (`make`) and grade it:
+
+    klab check 01 --triton
+
+which checks your kernel on unseen seeds and the edge cases of `klab check 01` (0 and 1
+elements, primes, past 2^31 elements), then times it against the lesson's `triton` version.
+Until every TODO is done the check fails: the harness fills z with NaN before each launch.
 
 Hints
   1. tl.program_id(0) is a 32-bit integer: widen it (.to(tl.int64)) before multiplying by

@@ -33,6 +33,7 @@ inline constexpr int kMaxHintsSeen = 100;
 
 struct ProgressData {
   std::map<std::string, ExerciseRecord> exercises;   // by lesson id
+  std::map<std::string, ExerciseRecord> triton;      // the Triton track's passes, by lesson id
   std::map<std::string, LessonAids> aids;            // by lesson id ("aids" in the file)
 };
 
@@ -41,7 +42,8 @@ ProgressData load_progress();                                 // empty when no f
 ProgressData progress_from_json(const nlohmann::json& j, const std::string& origin);  // throws
 nlohmann::json progress_to_json(const ProgressData& d);
 void save_progress(const ProgressData& d);                    // atomic write (temp file + rename)
-void record_exercise_pass(const ExerciseRecord& r);           // load, set, save
+// Load, set, save; triton: a pass of the lesson's Triton exercise (`klab check NN --triton`).
+void record_exercise_pass(const ExerciseRecord& r, bool triton = false);
 
 // Before a verb spends minutes on work that ends in a save (`klab check`): throws
 // klab::Error when the file is corrupt or foreign (load_progress()'s message), or when a
@@ -74,6 +76,8 @@ const std::vector<PathInfo>& learning_paths();
 // A path is complete when every checkpoint has a recorded pass (unavailable ones keep it
 // open); the whole program when every planned lesson, "debugging" and "capstone" have.
 // Returns the text (it prints nothing: the CLI prints it, tests inspect it).
-std::string progress_report(const ProgressData& d, const std::vector<std::string>& available);
+// `available_triton`: lesson ids with a Triton exercise in this build (the Triton track).
+std::string progress_report(const ProgressData& d, const std::vector<std::string>& available,
+                            const std::vector<std::string>& available_triton = {});
 
 }  // namespace klab
