@@ -70,6 +70,7 @@ function(klab_triton_exercise_lib obj py launcher dir)
   add_library(${obj} OBJECT ${launcher})
   target_link_libraries(${obj} PUBLIC klab_core)
   target_include_directories(${obj} PRIVATE ${CMAKE_CURRENT_SOURCE_DIR})
+  target_compile_definitions(${obj} PRIVATE "KLAB_TRITON_EXERCISE_PY=\"${py}\"")
   klab_triton_aot(${obj} ${py} ${dir})
 endfunction()
 

@@ -8,6 +8,7 @@
 #include <stdlib.h>
 #include <unistd.h>
 
+#include <chrono>
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
@@ -16,8 +17,11 @@
 #include <string>
 #include <vector>
 
+#include <fmt/format.h>
+
 #include "klab/cli.hpp"
 #include "klab/error.hpp"
+#include "klab/op.hpp"
 #include "klab/progress.hpp"
 #include "test_util.hpp"
 #include "verb_exercise.hpp"
@@ -412,4 +416,64 @@ TEST_F(Reset, NotAGitCheckoutChangesNothing) {
   EXPECT_TRUE(has(r.out, "not a git checkout")) << r.out;
   EXPECT_EQ(read_text(ex_), "// my work\n");
   EXPECT_TRUE(backups().empty());
+}
+
+// ---- klab check --triton: the learner's .py compiled first ---------------------------------
+
+namespace {
+// A copy of lesson 01's solution with `edit` applied to line `line` (1-based), in a scratch
+// folder; an impl that says it was built from it.
+klab::Impl triton_impl_from(const fs::path& dir, int line, const std::string& text) {
+  std::ifstream in(fs::path(KLAB_TEST_SOURCE_DIR) / "solutions/01-vector-add/exercise_triton.py");
+  std::vector<std::string> lines;
+  for (std::string l; std::getline(in, l);) lines.push_back(l);
+  if (line > 0) lines.at(static_cast<std::size_t>(line - 1)) = text;
+  std::string all;
+  for (const auto& l : lines) all += l + "\n";
+  write_text(dir / "exercise_triton.py", all);
+  klab::Impl im;
+  im.name = "exercise_triton";
+  im.built_from = (dir / "exercise_triton.py").string();
+  return im;
+}
+int line_of(const std::string& needle) {
+  std::ifstream in(fs::path(KLAB_TEST_SOURCE_DIR) / "solutions/01-vector-add/exercise_triton.py");
+  int n = 0;
+  for (std::string l; std::getline(in, l);) {
+    ++n;
+    if (l.find(needle) != std::string::npos) return n;
+  }
+  return -1;
+}
+}  // namespace
+
+// A file that does not compile is one line naming the file and the line, a usage error
+// (exit 2), before any GPU is needed; a good file older than the binary needs nothing.
+TEST(TritonCheck, CompileErrorsAreOneLineWithFileAndLine) {
+  if (!KLAB_TEST_HAVE_TRITON) GTEST_SKIP() << "this build has no Triton";
+  char tmpl[] = "/tmp/klab-triton-check-test-XXXXXX";
+  ASSERT_NE(mkdtemp(tmpl), nullptr);
+  const fs::path dir = tmpl;
+  const int mask = line_of("    mask = offs < n");
+  ASSERT_GT(mask, 0);
+  struct Case {
+    std::string text, what;
+  };
+  for (const Case& c : {Case{"    mask = offs < n +", "SyntaxError"}, Case{"    mask = offs < nn", "nn is not defined"}}) {
+    const klab::Impl im = triton_impl_from(dir, mask, c.text);
+    try {
+      klab::prepare_triton_exercise(im);
+      ADD_FAILURE() << "accepted: " << c.text;
+    } catch (const klab::UsageError& e) {
+      const std::string msg = e.what();
+      EXPECT_NE(msg.find(fmt::format("exercise_triton.py:{}: ", mask)), std::string::npos) << msg;
+      EXPECT_NE(msg.find(c.what), std::string::npos) << msg;
+      EXPECT_EQ(msg.find('\n'), std::string::npos) << msg;
+    }
+  }
+  // Compiles, and older than this test binary: nothing to rebuild.
+  const klab::Impl good = triton_impl_from(dir, 0, "");
+  fs::last_write_time(good.built_from, fs::file_time_type::clock::now() - std::chrono::hours(24 * 365));
+  EXPECT_FALSE(klab::prepare_triton_exercise(good));
+  fs::remove_all(dir);
 }

@@ -27,10 +27,12 @@ compiled, warp 32; fp32 -> float), so this runs on a machine with no GPU and no 
 """
 import argparse
 import importlib.util
+import inspect
 import re
 import runpy
 import sys
 import tempfile
+import traceback
 from pathlib import Path
 
 import triton
@@ -64,15 +66,37 @@ def _install_shim():
     triton.runtime.driver.set_active(_DriverShim(ty_to_cpp))
 
 
+def _source_error(py: Path, ex: BaseException, mod=None, kernel=None) -> str:
+    """One line, FILE:LINE: what, for an error in the source file (a learner's exercise:
+    `klab check NN --triton` shows this line alone). Python's own errors carry the line; a
+    Triton compile error says "at L:C:" with L counted from the kernel's `def` line."""
+    last = str(ex).strip().splitlines()[-1] if str(ex).strip() else type(ex).__name__
+    if isinstance(ex, SyntaxError) and ex.lineno:
+        return f"{py}:{ex.lineno}: SyntaxError: {ex.msg}"
+    m = re.match(r"at (\d+):(\d+):", str(ex).strip())
+    fn = getattr(getattr(mod, kernel, None), "fn", None) if mod is not None and kernel else None
+    if m and fn is not None:
+        lines, start = inspect.getsourcelines(fn)
+        def_at = start + next((i for i, t in enumerate(lines) if t.lstrip().startswith("def ")), 0)
+        return f"{py}:{def_at + int(m.group(1)) - 1}: {last}"
+    frames = [f for f in traceback.extract_tb(ex.__traceback__) if Path(f.filename).resolve() == py.resolve()]
+    if frames:
+        return f"{py}:{frames[-1].lineno}: {type(ex).__name__}: {last}"
+    return f"{py}: {type(ex).__name__}: {last}"
+
+
 def _load_aot_list(py: Path):
     spec = importlib.util.spec_from_file_location(py.stem, py)
     mod = importlib.util.module_from_spec(spec)
     sys.path.insert(0, str(py.parent))
-    spec.loader.exec_module(mod)
+    try:
+        spec.loader.exec_module(mod)
+    except Exception as ex:   # a syntax error, a bad import: one line with the file's line
+        sys.exit(_source_error(py, ex))
     aot = getattr(mod, "AOT", None)
     if not aot:
         sys.exit(f"{py}: no AOT list (see tools/triton_aot.py for its format)")
-    return aot
+    return aot, mod
 
 
 def _unique(text: str, tag: str) -> str:
@@ -134,7 +158,7 @@ def main():
     stem = src.stem
     args.out_dir.mkdir(parents=True, exist_ok=True)
     _install_shim()
-    aot = _load_aot_list(src)
+    aot, mod = _load_aot_list(src)
 
     by_name = {}
     for e in aot:
@@ -159,8 +183,9 @@ def main():
                         out_path=kdir / f"{aname}")
                     try:
                         _, files = tt_compile.compile_kernel(ca)
-                    except Exception as ex:  # one line that names the entry and arch, then the cause
-                        sys.exit(f"{src.name}: entry {name}[{i}] ({e['kernel']}, {e['signature']}) for sm_{arch}: {ex}")
+                    except Exception as ex:  # the source line first, then the entry and arch
+                        sys.exit(f"{_source_error(src, ex, mod, e['kernel'])} (entry {name}[{i}], "
+                                 f"{e['kernel']} {e['signature']}, sm_{arch})")
                     for f in files:
                         if f.suffix == ".c":
                             c_parts.append(_unique(f.read_text(), f.stem.replace(".", "_")))

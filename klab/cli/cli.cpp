@@ -14,9 +14,12 @@
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
+#include <fstream>
+#include <iterator>
 #include <random>
 #include <set>
 #include <type_traits>
+#include <vector>
 
 #include <fmt/format.h>
 
@@ -416,6 +419,34 @@ int cmd_run(Common& o, Selection sel) {
   return none_ran(v) && none_ran(b) ? nothing_ran() : kExitOk;
 }
 
+// Runs this binary again with the same arguments (after a rebuild replaced it), marked so
+// that it does not rebuild a second time. Returns only on failure.
+[[noreturn]] void rerun_self() {
+  std::ifstream f("/proc/self/cmdline", std::ios::binary);
+  const std::string all((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
+  std::vector<std::string> args;
+  for (std::size_t b = 0; b < all.size();) {
+    const std::size_t e = all.find('\0', b);
+    args.push_back(all.substr(b, e == std::string::npos ? std::string::npos : e - b));
+    if (e == std::string::npos) break;
+    b = e + 1;
+  }
+  std::error_code ec;
+  std::string self = std::filesystem::read_symlink("/proc/self/exe", ec).string();
+  // The link names the file this process started from, which the rebuild replaced.
+  constexpr std::string_view kDeleted = " (deleted)";
+  if (self.ends_with(kDeleted)) self.resize(self.size() - kDeleted.size());
+  if (ec || args.empty()) throw Error("rebuilt, but cannot run the new binary: run the command again");
+  std::vector<char*> argv;
+  for (auto& a : args) argv.push_back(a.data());
+  argv.push_back(nullptr);
+  ::setenv("KLAB_NO_REBUILD", "1", 1);
+  std::fflush(stdout);
+  std::fflush(stderr);
+  ::execv(self.c_str(), argv.data());
+  throw Error(fmt::format("rebuilt, but cannot run {}: {}; run the command again", self, std::strerror(errno)));
+}
+
 // The Triton track's exercise of a lesson: the impl `exercise_triton` of its exercise op,
 // timed against the lesson's `triton` version. Lessons without one give "".
 constexpr const char* kTritonExercise = "exercise_triton";
@@ -450,6 +481,12 @@ int cmd_check(Common& o, const std::string& lesson_key, bool triton) {
   const auto cases = plan_cases(sel, false);
   (void)l2_flush_by_write();   // the grade ends with a bench
   check_progress_before_run();  // a file that cannot take the pass fails now, not after the work
+  if (triton && !std::getenv("KLAB_NO_REBUILD")) {
+    // The learner edits a .py: compile it now (one line on an error) and, when it is newer
+    // than this binary, rebuild and run the rebuilt binary with the same arguments.
+    for (const Impl* im : registry().impls_of(l->exercise_op))
+      if (im->name == kTritonExercise && prepare_triton_exercise(*im)) rerun_self();
+  }
   if (const std::string w = stale_exercise_warning(*l, ex_file); !w.empty()) std::fprintf(stderr, "%s\n", w.c_str());
   require_gpu();
   RunOptions ro = make_options(o);

@@ -177,9 +177,9 @@ struct Captured {
   std::string out;
 };
 
-// Runs argv (found on PATH) with stdout captured and stderr discarded; rc -1 when it
-// could not be started.
-Captured run_capture(const std::vector<std::string>& args) {
+// Runs argv (found on PATH) with stdout captured and stderr discarded (or captured with it:
+// with_stderr); rc -1 when it could not be started.
+Captured run_capture(const std::vector<std::string>& args, bool with_stderr = false) {
   Captured c;
   int fds[2];
   if (::pipe(fds) != 0) return c;
@@ -187,7 +187,8 @@ Captured run_capture(const std::vector<std::string>& args) {
   posix_spawn_file_actions_init(&fa);
   posix_spawn_file_actions_adddup2(&fa, fds[1], 1);
   posix_spawn_file_actions_addclose(&fa, fds[0]);
-  posix_spawn_file_actions_addopen(&fa, 2, "/dev/null", O_WRONLY, 0);
+  if (with_stderr) posix_spawn_file_actions_adddup2(&fa, fds[1], 2);
+  else posix_spawn_file_actions_addopen(&fa, 2, "/dev/null", O_WRONLY, 0);
   posix_spawn_file_actions_addopen(&fa, 0, "/dev/null", O_RDONLY, 0);
   std::vector<char*> argv;
   for (const auto& s : args) argv.push_back(const_cast<char*>(s.c_str()));
@@ -393,6 +394,63 @@ std::string stale_exercise_warning(const Lesson& l, const std::string& file) {
   return fmt::format("klab: warning: {} is newer than this klab binary: rebuild with `make` first: your edits are not "
                      "in this binary",
                      rel);
+}
+
+// The source tree this klab was built from (its tools, whatever KLAB_SOURCE_DIR says).
+fs::path built_tree() { return fs::path(__FILE__).parent_path().parent_path().parent_path().lexically_normal(); }
+
+// The first line of a tool's output that says what went wrong (its last non-empty line
+// when none starts with the file's path).
+std::string error_line(const std::string& out, const std::string& path) {
+  std::string last, hit;
+  std::size_t b = 0;
+  while (b < out.size()) {
+    std::size_t e = out.find('\n', b);
+    if (e == std::string::npos) e = out.size();
+    const std::string line = out.substr(b, e - b);
+    if (!line.empty()) last = line;
+    if (hit.empty() && line.rfind(path + ":", 0) == 0) hit = line;
+    b = e + 1;
+  }
+  return hit.empty() ? last : hit;
+}
+
+bool prepare_triton_exercise(const Impl& im) {
+  if (!KLAB_CLI_HAVE_TRITON || im.built_from.empty()) return false;   // `check` says why it cannot run
+  std::error_code ec;
+  const fs::path py = im.built_from;
+  if (!fs::exists(py, ec)) return false;   // a build moved away from its sources: use what is linked
+  fs::path shown = py;
+  try {
+    shown = fs::relative(py, source_root(), ec);
+    if (ec || shown.empty() || *shown.begin() == "..") shown = py;
+  } catch (const Error&) {
+  }
+  // 1. Compile it now, into a scratch folder: an error is one line naming the file and line,
+  //    not a failed build.
+  const fs::path scratch = fs::temp_directory_path(ec) / fmt::format("klab-triton-check-{}", ::getpid());
+  const Captured c = run_capture({KLAB_PYTHON_EXE, (built_tree() / "tools" / "triton_aot.py").string(),
+                                  py.string(), "--out-dir", scratch.string()},
+                                 true);
+  fs::remove_all(scratch, ec);
+  if (c.rc == -1) throw Error(fmt::format("cannot run {} to compile {}", KLAB_PYTHON_EXE, shown.string()));
+  if (c.rc != 0) {
+    std::string why = error_line(c.out, py.string());
+    if (why.rfind(py.string(), 0) == 0) why = shown.string() + why.substr(py.string().size());
+    throw UsageError(fmt::format("{} does not compile: {}", shown.string(), sanitize_text(why, 300)));
+  }
+  // 2. Newer than this binary: rebuild it (only this target), and say so.
+  const fs::path self = fs::read_symlink("/proc/self/exe", ec);
+  if (ec) return false;
+  const auto t_src = fs::last_write_time(py, ec);
+  const auto t_bin = fs::last_write_time(self, ec);
+  if (ec || t_src <= t_bin) return false;
+  std::fprintf(stderr, "klab: %s changed: rebuilding %s (cmake --build)...\n", shown.string().c_str(),
+               self.filename().string().c_str());
+  const Captured b = run_capture({KLAB_CMAKE_COMMAND, "--build", KLAB_BUILD_DIR, "--target", self.filename().string()}, true);
+  if (b.rc != 0)
+    throw Error(fmt::format("the rebuild failed (run `make` to see why): {}", sanitize_text(error_line(b.out, ""), 300)));
+  return true;
 }
 
 int record_pass(const ExerciseRecord& r, bool triton) {

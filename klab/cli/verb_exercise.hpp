@@ -13,6 +13,7 @@
 
 namespace klab {
 
+struct Impl;
 struct Lesson;
 
 struct ExerciseVerbArgs {
@@ -45,5 +46,11 @@ std::string stale_exercise_warning(const Lesson& l, const std::string& file = "e
 // `klab check`, after a pass: records it; prints where, and returns kExitOk, or prints on
 // stderr that the pass was not recorded and why, and returns kExitFail.
 int record_pass(const ExerciseRecord& r, bool triton = false);
+// `klab check NN --triton`, before its work: compiles the impl's `built_from` (the learner's
+// exercise_triton.py) ahead of time into a scratch folder, so that a file that does not
+// compile is one line, "FILE:LINE: what" (UsageError); then, when the file is newer than
+// this binary, rebuilds this binary's target and returns true: run it again. False when
+// nothing was to do (or the build has no Triton: the check then says why nothing ran).
+bool prepare_triton_exercise(const Impl& im);
 
 }  // namespace klab

@@ -5,7 +5,8 @@ index, its offsets, the mask for the tail, the two loads, the store, and the lau
 the AOT list at the bottom (the build compiles this file ahead of time, as it does every
 Triton kernel of the course: tools/triton_aot.py).
 
-After an edit, rebuild (`make`) and grade it:
+After an edit, grade it (no rebuild step: the check compiles this file first, shows one
+line with the line number if it does not compile, and rebuilds klab when it changed):
 
     klab check 01 --triton
 

@@ -45,4 +45,4 @@ std::string exercise_triton_supports(const klab::Problem& p) {
 KLAB_REGISTER(klab::register_impl({.op = "vector_add", .name = "exercise_triton",
                                    .summary = "your Triton vector add (exercise_triton.py)",
                                    .kind = klab::ImplKind::exercise, .supports = exercise_triton_supports,
-                                   .run = run_exercise_triton}));
+                                   .run = run_exercise_triton, .built_from = KLAB_TRITON_EXERCISE_PY}));

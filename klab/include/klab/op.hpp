@@ -173,6 +173,10 @@ struct Impl {
   // repository root, and tools/impl_index.py checks the file's header comment, the
   // lesson README and the kernel names against the impl's name.
   std::string source;
+  // For an impl compiled from another file than `source` (a Triton exercise: the .py the
+  // build compiled ahead of time): that file's path. `klab check NN --triton` compiles it
+  // first, for one clear line on an error, and rebuilds klab when it is newer.
+  std::string built_from;
 };
 
 struct Lesson {
