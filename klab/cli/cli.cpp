@@ -448,23 +448,23 @@ int cmd_run(Common& o, Selection sel) {
 }
 
 // The Triton track's exercise of a lesson: the impl `exercise_triton` of its exercise op,
-// timed against the lesson's `triton` version. Lessons without one give "".
+// timed against the lesson's `triton` version; nullptr for a lesson without one.
 constexpr const char* kTritonExercise = "exercise_triton";
-bool has_triton_exercise(const Lesson& l) {
-  if (l.exercise_op.empty()) return false;
+const Impl* triton_exercise_of(const Lesson& l) {
+  if (l.exercise_op.empty()) return nullptr;
   for (const Impl* im : registry().impls_of(l.exercise_op))
-    if (im->name == kTritonExercise) return true;
-  return false;
+    if (im->name == kTritonExercise) return im;
+  return nullptr;
 }
 
 int cmd_check(Common& o, const std::string& lesson_key, bool triton) {
   const Lesson* l = registry().find_lesson(lesson_key);
   if (!l) throw UsageError(fmt::format("unknown lesson '{}' (see `klab list`)", lesson_key));
   if (l->exercise_op.empty()) throw UsageError(fmt::format("lesson {} has no exercise", l->id));
-  if (triton && !has_triton_exercise(*l)) {
+  if (triton && !triton_exercise_of(*l)) {
     std::string with;
     for (const auto& other : registry().lessons())
-      if (has_triton_exercise(other)) with += (with.empty() ? "" : ", ") + other.id;
+      if (triton_exercise_of(other)) with += (with.empty() ? "" : ", ") + other.id;
     throw UsageError(fmt::format("lesson {} has no Triton exercise yet (lessons with one: {})", l->id,
                                  with.empty() ? "none in this build" : with));
   }
@@ -481,12 +481,9 @@ int cmd_check(Common& o, const std::string& lesson_key, bool triton) {
   const auto cases = plan_cases(sel, false);
   (void)l2_flush_by_write();   // the grade ends with a bench
   check_progress_before_run();  // a file that cannot take the pass fails now, not after the work
-  if (triton && !std::getenv("KLAB_NO_REBUILD")) {
-    // The learner edits a .py: compile it now (one line on an error) and, when it is newer
-    // than this binary, rebuild and run the rebuilt binary with the same arguments.
-    for (const Impl* im : registry().impls_of(l->exercise_op))
-      if (im->name == kTritonExercise && prepare_triton_exercise(*im)) rerun_self();
-  }
+  // The learner edits a .py: compile it now (one line on an error) and, when it is newer
+  // than this binary, rebuild and run the rebuilt binary with the same arguments.
+  if (triton && !std::getenv("KLAB_NO_REBUILD") && prepare_triton_exercise(*triton_exercise_of(*l))) rerun_self();
   if (const std::string w = stale_exercise_warning(*l, ex_file); !w.empty()) std::fprintf(stderr, "%s\n", w.c_str());
   require_gpu();
   RunOptions ro = make_options(o);
@@ -548,7 +545,7 @@ int cmd_progress() {
   }();
   std::vector<std::string> available_triton;
   for (const auto& l : registry().lessons())
-    if (has_triton_exercise(l)) available_triton.push_back(l.id);
+    if (triton_exercise_of(l)) available_triton.push_back(l.id);
   const std::string text = progress_report(data, available, available_triton);
   std::fputs(text.c_str(), stdout);
   return kExitOk;

@@ -376,8 +376,19 @@ void check_progress_before_run() {
   }
 }
 
-std::string stale_exercise_warning(const Lesson& l, const std::string& file) {
+// True when `src` was modified after the running binary was built (false when either
+// cannot be read).
+static bool newer_than_this_binary(const fs::path& src) {
   std::error_code ec;
+  const fs::path self = fs::read_symlink("/proc/self/exe", ec);
+  if (ec) return false;
+  const auto t_src = fs::last_write_time(src, ec);
+  if (ec) return false;
+  const auto t_bin = fs::last_write_time(self, ec);
+  return !ec && t_src > t_bin;
+}
+
+std::string stale_exercise_warning(const Lesson& l, const std::string& file) {
   fs::path root;
   try {
     root = source_root();
@@ -385,12 +396,7 @@ std::string stale_exercise_warning(const Lesson& l, const std::string& file) {
     return "";   // no source tree here: nothing to compare
   }
   const std::string rel = lesson_folder("lessons", l) + "/" + file;
-  const fs::path self = fs::read_symlink("/proc/self/exe", ec);
-  if (ec) return "";
-  const auto t_src = fs::last_write_time(root / rel, ec);
-  if (ec) return "";
-  const auto t_bin = fs::last_write_time(self, ec);
-  if (ec || t_src <= t_bin) return "";
+  if (!newer_than_this_binary(root / rel)) return "";
   return fmt::format("klab: warning: {} is newer than this klab binary: rebuild with `make` first: your edits are not "
                      "in this binary",
                      rel);
@@ -440,11 +446,9 @@ bool prepare_triton_exercise(const Impl& im) {
     throw UsageError(fmt::format("{} does not compile: {}", shown.string(), sanitize_text(why, 300)));
   }
   // 2. Newer than this binary: rebuild it (only this target), and say so.
+  if (!newer_than_this_binary(py)) return false;
   const fs::path self = fs::read_symlink("/proc/self/exe", ec);
   if (ec) return false;
-  const auto t_src = fs::last_write_time(py, ec);
-  const auto t_bin = fs::last_write_time(self, ec);
-  if (ec || t_src <= t_bin) return false;
   std::fprintf(stderr, "klab: %s changed: rebuilding %s (cmake --build)...\n", shown.string().c_str(),
                self.filename().string().c_str());
   const Captured b = run_capture({KLAB_CMAKE_COMMAND, "--build", KLAB_BUILD_DIR, "--target", self.filename().string()}, true);

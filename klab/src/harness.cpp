@@ -757,18 +757,19 @@ void time_cpu(const Run& r, const Problem& p, Inputs& in, DeviceCase& dc, const 
   rec.max_ms = st.max;
 }
 
+// The re-check's fresh inputs and their reference are the same for every impl of a case:
+// made once, at the first re-check (a 2^28-element fp64 reference costs seconds; made per
+// impl, it was most of a short bench).
+struct Fresh {
+  std::optional<Inputs> in;
+  std::optional<Ref> ref;
+};
+
 // After timing, on the GPU: the last timed output must be right (timing may not run a
 // different path from verification), the inputs untouched, a second poison pattern
 // rejected where the plan asks for one, and one more launch on FRESH inputs (another seed,
 // other buffers) must be right too, so an impl that caches its first result and replays
 // it cannot pass. Returns "" or what was wrong.
-// The fresh inputs and their reference are the same for every impl of a case: made once, at
-// the first re-check (a 2^28-element fp64 reference costs seconds, per impl it was most of a
-// short bench).
-struct Fresh {
-  std::optional<Inputs> in;
-  std::optional<Ref> ref;
-};
 std::string recheck_gpu(const Op& op, const Problem& p, const Run& r, Inputs& in, const Ref& ref,
                         const PoisonPlan& plan, DeviceCase& dc, cudaStream_t s, std::uint64_t fresh_seed,
                         Fresh& fr) {
