@@ -10,9 +10,12 @@
 #                proofs, the cheat fixtures, the CLI's GPU checks, the cuBLAS bf16 check
 #                (GPUCTEST_REGEX: only those whose name matches)
 #     tour       the tour ctests (gpu.tour.NN: `klab run NN` within 30 s), not in a lane
+#     walk       tools/learner-walk.sh: the learner's path through lesson 01 (hint, check,
+#                solution, progress, report, the Triton check, reset); it edits the tree
 #     compare    benches the tree in $BASELINE_DIR (built into build-baseline) and this one,
 #                lesson by lesson in the same session, and runs tools/bench_compare.py on
-#                each pair (BENCH_TOL, default 0.03): for a refactor that must keep speed
+#                each pair (BENCH_TOL, default 0.03): for a refactor that must keep speed;
+#                COMPARE_LESSONS="04 05" compares only those (two device calls can share it)
 #   env:    OUT (default ./out), JOBS (default nproc), KLAB_BENCH_ARGS, KLAB_TEST_ARGS,
 #           PHASE_TIMEOUT (seconds per phase, default 540), ONLY_LESSONS (build only these),
 #           GPUCTEST_JOBS (ctest -j for gpuctest, default 1),
@@ -71,7 +74,7 @@ if [[ " $* " == *" // "* ]]; then
   lanes+=("$cur")
   for ((i = 1; i < ${#lanes[@]}; i++)); do
     for ph in ${lanes[$i]}; do
-      case "$ph" in bench|compare|build|tour) echo "gpu-run: '$ph' cannot run in a concurrent lane (benches and the timed tour must have the GPU to themselves; build goes first)"; echo 2 > "$OUT/finished"; exit 2 ;; esac
+      case "$ph" in bench|compare|build|tour|walk) echo "gpu-run: '$ph' cannot run in a concurrent lane (benches and the timed tour must have the GPU to themselves; build goes first)"; echo 2 > "$OUT/finished"; exit 2 ;; esac
     done
   done
   rc=0
@@ -126,6 +129,14 @@ py=python3
 [ -x /opt/torch/.venv/bin/python3 ] && py=/opt/torch/.venv/bin/python3
 only=$(echo "${ONLY_LESSONS:-}" | tr ' ,' ';;')
 
+# compare's baseline tree builds in the background beside this tree's build (the two share
+# the CPUs: nvcc's long files leave cores idle), and compare waits for it.
+base_pid=""
+baseline_build="cmake -S '${BASELINE_DIR:-}' -B build-baseline -G Ninja -DCMAKE_BUILD_TYPE=Release -DKLAB_PYTHON=$py -DKLAB_LESSONS='$only' -DKLAB_BUILD_TESTS=OFF -DKLAB_BUILD_SOLUTIONS=OFF $prefix && cmake --build build-baseline -j $JOBS --target klab"
+if has compare && has build && [ -d "${BASELINE_DIR:-}" ]; then
+  bash -c "$baseline_build" > "$OUT/baseline-build.log" 2>&1 &
+  base_pid=$!; base_t0=$SECONDS
+fi
 if has build; then
   # ONLY_LESSONS="04 05" builds just those lessons (a faster iteration); the unit tests are
   # not built here (CI runs them), klab-solutions only when the exercise proof is asked for.
@@ -168,11 +179,21 @@ if has gpuctest; then
   T=${GPUCTEST_TIMEOUT:-1800} run_phase gpuctest "$OUT/gpuctest.txt" \
     ctest --test-dir build -L gpu -E '^gpu[.]test[.]' -R "${GPUCTEST_REGEX:-.}" --output-on-failure -j "${GPUCTEST_JOBS:-1}"
 fi
+if has walk; then
+  run_phase walk "$OUT/walk.txt" env OUT="$OUT" tools/learner-walk.sh
+fi
 if has compare; then
   if [ ! -d "${BASELINE_DIR:-}" ]; then note "phase compare: BASELINE_DIR is not a directory"; failed=1
   else
-  run_phase "compare build" "$OUT/baseline-build.log" bash -c "cmake -S '$BASELINE_DIR' -B build-baseline -G Ninja -DCMAKE_BUILD_TYPE=Release -DKLAB_PYTHON=$py -DKLAB_LESSONS='$only' -DKLAB_BUILD_TESTS=OFF -DKLAB_BUILD_SOLUTIONS=OFF $prefix && cmake --build build-baseline -j $JOBS --target klab"
+  if [ -n "$base_pid" ]; then
+    wait "$base_pid"; rc=$?
+    note "phase compare build: exit $rc, $((SECONDS - base_t0)) s after it started beside the build (log: baseline-build.log)"
+    [ $rc -eq 0 ] || failed=1
+  else
+    run_phase "compare build" "$OUT/baseline-build.log" bash -c "$baseline_build"
+  fi
   ids=("${lessons[@]}"); [ ${#ids[@]} -eq 0 ] && ids=($($K list | grep -Eo '^[0-9]{2}'))
+  [ -n "${COMPARE_LESSONS:-}" ] && read -ra ids <<< "$COMPARE_LESSONS"
   for id in "${ids[@]}"; do
     # The same lesson back to back, baseline first: both see the same clocks and temperature.
     T=${BENCH_TIMEOUT:-$PHASE_TIMEOUT} run_phase "compare $id before" "$OUT/compare-$id-before.txt" \
