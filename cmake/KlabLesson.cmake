@@ -110,6 +110,10 @@ function(klab_todo_variants id stub solution)
     message(FATAL_ERROR "lesson ${id}: the TODO markers of the exercise and its solution do not "
                         "correspond (tools/todo_proof.py):\n${why}")
   endif()
+  if(why)   # a learner's edited exercise: the variants come from the stub of record
+    string(STRIP "${why}" why)
+    message(STATUS "lesson ${id}: ${why}")
+  endif()
   # Editing either file or the tool configures again, and with it regenerates the variants.
   set_property(DIRECTORY APPEND PROPERTY CMAKE_CONFIGURE_DEPENDS ${stub} ${solution} ${tool})
   string(REPLACE "\n" ";" manifest "${manifest}")

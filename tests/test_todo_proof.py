@@ -3,6 +3,8 @@
 kind of broken marker it must refuse (a refused pair stops the configure; one let through
 would build variants that prove nothing)."""
 import importlib.util
+import shutil
+import subprocess
 import sys
 import tempfile
 import unittest
@@ -238,6 +240,68 @@ class Refused(unittest.TestCase):
                                                "  // TODO 1: fill s.\n  __syncthreads();\n  // end of TODO 1\n"))
 
 
+def git_repo(stub=STUB, solution=SOLUTION):
+    """A checkout holding the pair as committed; (folder, stub path, solution path)."""
+    d = Path(tempfile.mkdtemp())
+    (d / "exercise.cu").write_text(stub)
+    (d / "solution.cu").write_text(solution)
+    for cmd in (["init", "-q"], ["add", "-A"], ["-c", "user.name=t", "-c", "user.email=t@t", "commit", "-qm", "x"]):
+        subprocess.run(["git", "-C", str(d)] + cmd, check=True, capture_output=True)
+    return d, d / "exercise.cu", d / "solution.cu"
+
+
+# The learner works in the stub's file: a completed TODO 1 and TODO 2 (the solution's code).
+LEARNER = STUB.replace("  // TODO 1: fill s.\n", "  // TODO 1: fill s.\n  s[threadIdx.x] = threadIdx.x;\n") \
+              .replace("  // TODO 2: barrier.\n", "  // TODO 2: barrier.\n  __syncthreads();\n")
+
+
+@unittest.skipIf(shutil.which("git") is None, "needs git")
+class StubOfRecord(unittest.TestCase):
+    def test_the_learners_file_alone_would_be_refused(self):
+        with self.assertRaises(tp.MarkerError):
+            pair(stub=LEARNER)
+
+    def test_an_edited_exercise_is_proven_with_heads_stub(self):
+        d, stub, solution = git_repo()
+        stub.write_text(LEARNER)
+        p, note = tp.pair_of_record(stub, solution)
+        self.assertIn("differs from git's HEAD", note)
+        self.assertEqual(p.stub, STUB.splitlines())
+        self.assertEqual(dict(p.variants()), dict(pair().variants()))
+
+    def test_an_untouched_exercise_is_its_own_stub(self):
+        d, stub, solution = git_repo()
+        p, note = tp.pair_of_record(stub, solution)
+        self.assertIsNone(note)
+        self.assertEqual(p.stub, STUB.splitlines())
+
+    def test_a_developers_new_pair_is_taken_from_the_working_files(self):
+        d, stub, solution = git_repo()
+        # Both files gain TODO 4: HEAD's stub no longer pairs with the solution.
+        stub.write_text(STUB.replace("}\n", "  // TODO 4: return.\n}\n").replace("  // end of TODO 3\n}", "  // end of TODO 3\n  // TODO 4: return.\n}"))
+        solution.write_text(SOLUTION.replace("  // end of TODO 3\n}", "  // end of TODO 3\n  // TODO 4: return.\n  return;\n  // end of TODO 4\n}"))
+        p, note = tp.pair_of_record(stub, solution)
+        self.assertIsNone(note)
+        self.assertIn("4", dict(p.variants()))
+
+    def test_without_git_an_edited_exercise_is_refused(self):
+        d, stub, solution = git_repo()
+        shutil.rmtree(d / ".git")
+        stub.write_text(LEARNER)
+        with self.assertRaises(tp.MarkerError):
+            tp.pair_of_record(stub, solution)
+
+    def test_generate_prints_the_note_and_writes_heads_variants(self):
+        d, stub, solution = git_repo()
+        stub.write_text(LEARNER)
+        r = subprocess.run([sys.executable, str(Path(tp.__file__)), "generate", str(stub), str(solution),
+                            "--out-dir", str(d / "out")], capture_output=True, text=True)
+        self.assertEqual(r.returncode, 0, r.stderr)
+        self.assertIn("differs from git's HEAD", r.stderr)
+        v1 = (d / "out" / "1" / "exercise.cu").read_text()
+        self.assertIn("  // TODO 1: fill s.\n  // TODO 2: barrier.", v1)   # HEAD's blank TODO 1
+
+
 class Lessons(unittest.TestCase):
     def test_every_exercise_of_the_repository(self):
         root = Path(__file__).resolve().parent.parent
@@ -245,7 +309,7 @@ class Lessons(unittest.TestCase):
         self.assertGreaterEqual(len(pairs), 5)
         for stub, solution in pairs:
             with self.subTest(lesson=stub.parent.name):
-                p = tp.Pair(stub, solution)
+                p, _ = tp.pair_of_record(stub, solution)
                 self.assertTrue(any(n.isdigit() for n, _ in p.variants()))
 
 

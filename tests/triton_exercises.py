@@ -29,9 +29,15 @@ for stub in stubs:
     if not solution.exists():
         failures.append(f"{stub}: no solution at {solution}")
         continue
-    pair = tp.Pair(stub, solution)
+    pair, note = tp.pair_of_record(stub, solution)
+    if note:
+        print(note)
+    # The stub of record (git's HEAD text once a learner has edited the file).
+    stub_copy = out / stub.parent.name / "stub-of-record" / stub.name
+    stub_copy.parent.mkdir(parents=True, exist_ok=True)
+    stub_copy.write_text("\n".join(pair.stub) + "\n")
     variants_dir = out / stub.parent.name / "variants"
-    files = {"stub": stub, "solution": solution}
+    files = {"stub": stub_copy, "solution": solution}
     for line in tp.write_variants(pair, variants_dir):
         name, _, path = line.split("|")
         files[f"variant {name}"] = Path(path)

@@ -6,7 +6,8 @@
         solutions/<folder>/<same name>: the markers of the two files correspond one to one
         (exit 1 and one line per defect if not)
     todo_proof.py generate STUB SOLUTION --out-dir DIR
-        checks the pair, writes DIR/<variant>/<the stub's file name> for each variant (rewritten only
+        checks the pair (the stub of record: once a learner has edited STUB, git's HEAD
+        text of it; pair_of_record), writes DIR/<variant>/<the stub's file name> for each variant (rewritten only
         when its text changes, so a configure does not rebuild them) and prints one line
         per variant: NAME|PROOF|PATH
 
@@ -45,6 +46,7 @@ PROOF, how `klab` must reject the variant:
 """
 import argparse
 import re
+import subprocess
 import sys
 from pathlib import Path
 
@@ -195,12 +197,12 @@ def code_only(lines, syn=CPP):
 
 
 class Pair:
-    def __init__(self, stub_path, solution_path):
+    def __init__(self, stub_path, solution_path, stub_text=None):
         self.stub_path, self.solution_path = Path(stub_path), Path(solution_path)
         self.syn = syntax_of(self.stub_path)
         if syntax_of(self.solution_path) is not self.syn:
             raise MarkerError(f"{self.solution_path}: not the same language as {self.stub_path}")
-        self.stub = self.stub_path.read_text().splitlines()
+        self.stub = (self.stub_path.read_text() if stub_text is None else stub_text).splitlines()
         self.solution = self.solution_path.read_text().splitlines()
         errors = []
         try:
@@ -307,6 +309,40 @@ class Pair:
             yield name, self.apply_mistake(name)
 
 
+def committed_text(path):
+    """The file's text at git's HEAD, or None (no git, not a checkout, not committed)."""
+    path = Path(path).resolve()
+    try:
+        r = subprocess.run(["git", "-C", str(path.parent), "show", f"HEAD:./{path.name}"],
+                           capture_output=True, text=True, timeout=60)
+    except (OSError, subprocess.SubprocessError):
+        return None
+    return r.stdout if r.returncode == 0 else None
+
+
+def pair_of_record(stub_path, solution_path):
+    """(Pair, note): the pair the proofs are about. The learner works in the stub's own file,
+    so once they have begun, the file holds their code, not the stub: when it differs from
+    git's HEAD and HEAD's text pairs with the solution, HEAD's text is the stub (the note
+    says so). The working file is the stub when it equals HEAD's (a fresh clone, CI), when
+    there is no git, or when only it pairs with the solution (a developer changing both)."""
+    working_error = None
+    try:
+        working = Pair(stub_path, solution_path)
+    except MarkerError as e:
+        working, working_error = None, e
+    committed = committed_text(stub_path)
+    if committed is not None and committed != Path(stub_path).read_text():
+        try:
+            return (Pair(stub_path, solution_path, stub_text=committed),
+                    f"{stub_path}: differs from git's HEAD (work on the exercise): its TODO proofs use HEAD's stub")
+        except MarkerError:
+            pass
+    if working is None:
+        raise working_error
+    return working, None
+
+
 def write_variants(pair, out_dir):
     lines = []
     for name, text in pair.variants():
@@ -343,7 +379,10 @@ def main(argv=None):
     a = ap.parse_args(argv)
     try:
         if a.cmd == "generate":
-            print("\n".join(write_variants(Pair(a.stub, a.solution), a.out_dir)))
+            pair, note = pair_of_record(a.stub, a.solution)
+            if note:
+                print(note, file=sys.stderr)
+            print("\n".join(write_variants(pair, a.out_dir)))
             return 0
         failed, n = 0, 0
         for stub, solution in pairs_under(a.root):
@@ -352,7 +391,9 @@ def main(argv=None):
                 failed += 1
                 continue
             try:
-                pair = Pair(stub, solution)
+                pair, note = pair_of_record(stub, solution)
+                if note:
+                    print(note)
                 names = [name for name, _ in pair.variants()]
                 n += 1
                 print(f"{stub.parent.name}/{stub.name}: {len(names)} variants ({', '.join(f'{v}: {pair.proof(v)}' for v in names)})")
