@@ -28,11 +28,12 @@ def transpose_kernel(x_ptr, y_ptr, rows, cols, BLOCK_R: tl.constexpr, BLOCK_C: t
 
 
 # Grid: x over column tiles, y over row tiles (at most 65535: transpose.cu checks it).
-AOT = [
-    dict(name="tr_transpose_f32", kernel="transpose_kernel",
-         signature="*fp32:16, *fp32:16, i64, i64, 64, 64",
-         grid="(cols + 63) / 64, (rows + 63) / 64, 1", num_warps=8, num_stages=1),
-    dict(name="tr_transpose_bf16", kernel="transpose_kernel",
-         signature="*bf16:16, *bf16:16, i64, i64, 64, 64",
-         grid="(cols + 63) / 64, (rows + 63) / 64, 1", num_warps=8, num_stages=1),
-]
+# Each kernel twice: with rows and cols hinted divisible by 16 and without (any shape); the
+# linked launcher takes the hinted one when both are. The masks compare indices with rows
+# and cols, and only where Triton knows a mask is constant over a 16-byte run does it load
+# and store 16 bytes at once: without the hint every thread moved one element per
+# instruction (tools/triton_ptx.py: 16 ld.global.b16 for the bf16 tile).
+GRID = "(cols + 63) / 64, (rows + 63) / 64, 1"
+AOT = [dict(name=f"tr_transpose_{name}", kernel="transpose_kernel",
+            signature=f"*{ty}:16, *{ty}:16, i64{hint}, i64{hint}, 64, 64", grid=GRID, num_warps=8, num_stages=1)
+       for name, ty in (("f32", "fp32"), ("bf16", "bf16")) for hint in (":16", "")]

@@ -15,9 +15,14 @@ time and the loads vectorise.
 
 Ahead-of-time builds (the AOT list at the bottom): for each layout, four tile
 configurations, linked into one launcher per layout (tr_matmul_nn etc., algo_id 0..3).
-Each configuration is compiled twice: with the leading dimensions hinted divisible by 16
-(16-byte rows: wide loads) and without (any shape); the linked launcher picks the hinted
-one when the arguments allow it. matmul_triton_impl.cu times the four configurations on
+Each configuration is compiled twice: with M, N, K and the leading dimensions hinted
+divisible by 16, and without (any shape); the linked launcher picks the hinted one when
+the arguments allow it. The sizes matter as much as the strides: the masks compare
+indices with M, N and K, and only when Triton knows a mask is constant over 8 bf16
+elements does it load 16 bytes at once (cp.async) and pipeline the loop over num_stages
+buffers. With the strides alone hinted it loaded one 2-byte element per instruction and
+kept one stage (tools/triton_ptx.py shows both: 96 ld.global.b16 and 48 KB of shared
+memory for 128x256x64 against 36 cp.async of 16 bytes and 144 KB). matmul_triton_impl.cu times the four configurations on
 the first call for a shape and caches the fastest, like the CUDA v8_autotuned.
 """
 import triton
@@ -85,7 +90,7 @@ def _aot():
             for hint in (":16", ""):
                 out.append(dict(
                     name=f"tr_matmul_{layout}", kernel="matmul_kernel",
-                    signature=(f"*bf16:16, *bf16:16, *bf16:16, i32, i32, i32, "
+                    signature=(f"*bf16:16, *bf16:16, *bf16:16, i32{hint}, i32{hint}, i32{hint}, "
                                f"i32{hint}, i32{hint}, i32{hint}, {ak}, {bk}, {bm}, {bn}, {bk_}, {gm}"),
                     grid=grid, num_warps=warps, num_stages=stages))
     return out

@@ -1,0 +1,97 @@
+#!/usr/bin/env python3
+"""What a Triton kernel of the AOT list becomes, with no GPU: the loads, the copies into
+shared memory, the tensor-core instructions and the shared memory of each entry.
+
+    triton_ptx.py lessons/05-matmul/matmul_triton.py [--arch 90] [--name tr_matmul_nn]
+                  [--ptx-dir DIR]
+
+For each AOT entry (tools/triton_aot.py's list, compiled the same way) it prints one line:
+name, signature, warps/stages, shared bytes, and the count of each global load width
+and store width (ld.global.v4.b32 moves 16 bytes a thread, a bare ld.global.b16 two), cp.async (16-byte
+asynchronous copies: the pipelined loads), cp.async.bulk (TMA) and wgmma / mma
+instructions. --ptx-dir keeps each entry's PTX. This is how the lessons' READMEs show what
+limited a Triton kernel: a load that did not vectorise, a loop that was not pipelined.
+"""
+import argparse
+import re
+import sys
+import tempfile
+from collections import Counter
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+import triton_aot  # noqa: E402  (the driver shim and the AOT list loader)
+from triton.tools import compile as tt_compile  # noqa: E402
+
+
+def summarize(ptx: str) -> str:
+    parts = []
+    for op in ("ld", "st"):
+        found = Counter(re.findall(op + r"\.global(?:\.[a-z0-9:]+)*?(?:\.v[248])?\.[bfsu](?:8|16|32|64)\b", ptx))
+        parts += [f"{n}x {k}" for k, n in sorted(found.items())]
+    for what, pat in (("cp.async", r"cp\.async\.c[ag]\.shared"), ("cp.async.bulk", r"cp\.async\.bulk\.tensor"),
+                      ("wgmma", r"wgmma\.mma_async"), ("mma", r"\bmma\.sync")):
+        n = len(re.findall(pat, ptx))
+        if n:
+            parts.append(f"{n}x {what}")
+    return ", ".join(parts) or "no global loads or stores"
+
+
+def compiled_entries(source: Path, arch: int = 90, name=None):
+    """Yields (index, entry, compiled kernel or the exception) for each AOT entry of source,
+    compiled as tools/triton_aot.py compiles it."""
+    triton_aot._install_shim()
+    triton_aot._target_arch = arch
+    aot, _ = triton_aot._load_aot_list(Path(source).resolve())
+    import triton
+    captured = {}
+    real_compile = triton.compile
+
+    def keep(src, target=None, options=None):   # the compiled kernel, whose PTX compile_kernel drops
+        captured["k"] = real_compile(src, target=target, options=options)
+        return captured["k"]
+
+    triton.compile = keep
+    try:
+        with tempfile.TemporaryDirectory() as tmp:
+            for i, e in enumerate(aot):
+                if name and e["name"] != name:
+                    continue
+                ca = tt_compile.CompileArgs(path=str(Path(source).resolve()), kernel_name=e["kernel"],
+                                            signature=e["signature"], grid=e["grid"],
+                                            num_warps=e.get("num_warps", 4), num_stages=e.get("num_stages", 3),
+                                            out_name=e["name"], out_path=Path(tmp) / f"{e['name']}_{i}")
+                try:
+                    tt_compile.compile_kernel(ca)
+                except Exception as ex:  # noqa: BLE001  (reported per entry)
+                    yield i, e, ex
+                    continue
+                yield i, e, captured["k"]
+    finally:
+        triton.compile = real_compile
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("source", type=Path)
+    ap.add_argument("--arch", type=int, default=90, choices=triton_aot.ARCHS)
+    ap.add_argument("--name", help="only the entries of this name")
+    ap.add_argument("--ptx-dir", type=Path)
+    a = ap.parse_args()
+    rc = 0
+    for i, e, k in compiled_entries(a.source, a.arch, a.name):
+        if isinstance(k, Exception):
+            print(f"{e['name']}[{i}]: {k}")
+            rc = 1
+            continue
+        ptx = k.asm["ptx"]
+        print(f"{e['name']}[{i}] {e['signature']} {e.get('num_warps', 4)}w/{e.get('num_stages', 3)}st "
+              f"sm_{a.arch}: shared {k.metadata.shared} B; {summarize(ptx)}")
+        if a.ptx_dir:
+            a.ptx_dir.mkdir(parents=True, exist_ok=True)
+            (a.ptx_dir / f"{e['name']}_{i}_sm{a.arch}.ptx").write_text(ptx)
+    return rc
+
+
+if __name__ == "__main__":
+    sys.exit(main())
