@@ -134,6 +134,37 @@ TEST(Hints, EveryLessonWithAnExerciseHasThreeToFiveHints) {
   EXPECT_GE(lessons, 5);
 }
 
+TEST(Hints, TritonHintsAreTheDocstringsNumberedItems) {
+  const auto h = klab::parse_docstring_hints(
+      "\"\"\"Title.\n\nHints\n  1. first,\n     continued\n  2. second\n\nAfter.\n\"\"\"\nimport triton\n", "x.py");
+  ASSERT_EQ(h.size(), 2u);
+  EXPECT_EQ(h[0], "first,\ncontinued");
+  EXPECT_EQ(h[1], "second");
+  EXPECT_THROW(klab::parse_docstring_hints("\"\"\"No hints.\"\"\"\n", "x.py"), klab::Error);
+  EXPECT_THROW(klab::parse_docstring_hints("import triton\n", "x.py"), klab::Error);
+  EXPECT_THROW(klab::parse_docstring_hints("\"\"\"\nHints\n  1. a\n  3. c\n\"\"\"", "x.py"), klab::Error);
+  EXPECT_THROW(klab::parse_docstring_hints("\"\"\"\nHints\n  2. b\n\"\"\"", "x.py"), klab::Error);
+  try {
+    klab::parse_docstring_hints("\"\"\"\nHints\nnot an item\n\"\"\"", "lessons/09-x/exercise_triton.py");
+    ADD_FAILURE();
+  } catch (const klab::Error& e) {
+    EXPECT_TRUE(has(e.what(), "lessons/09-x/exercise_triton.py")) << e.what();
+  }
+}
+
+TEST(Hints, EveryTritonExerciseHasThreeToEightHints) {
+  int lessons = 0;
+  for (const auto& e : fs::directory_iterator(repo_root() / "lessons")) {
+    const fs::path py = e.path() / "exercise_triton.py";
+    if (!fs::exists(py)) continue;
+    ++lessons;
+    const auto hints = klab::parse_docstring_hints(read_text(py), py.string());
+    EXPECT_GE(hints.size(), 3u) << py;
+    EXPECT_LE(hints.size(), 8u) << py;
+  }
+  EXPECT_GE(lessons, 2);
+}
+
 // ---- hand-edited progress files ------------------------------------------------------
 
 TEST(ProgressValidation, HandEditsThatMakeNoSenseAreRejected) {
@@ -171,11 +202,24 @@ TEST(ProgressValidation, AidsRoundTripAndNamedCheckpointsStayValid) {
   klab::ProgressData d;
   d.aids["01"].hints_seen = 3;
   d.aids["04"].solution_seen_at = "2026-11-22T10:31:05Z";
+  d.aids["02"].triton_hints_seen = 2;
+  d.aids["02"].triton_solution_seen_at = "2026-11-23T10:31:05Z";
   d.exercises["debugging"].lesson = "debugging";
   d.exercises["debugging"].passed_at = "2026-11-22T10:31:05Z";
   const auto back = klab::progress_from_json(klab::progress_to_json(d), "round trip");
   EXPECT_EQ(back.aids.at("01").hints_seen, 3);
   EXPECT_EQ(back.aids.at("04").solution_seen_at, "2026-11-22T10:31:05Z");
+  EXPECT_EQ(back.aids.at("02").triton_hints_seen, 2);
+  EXPECT_EQ(back.aids.at("02").hints_seen, 0);
+  EXPECT_EQ(back.aids.at("02").triton_solution_seen_at, "2026-11-23T10:31:05Z");
+  EXPECT_THROW(klab::progress_from_json(nlohmann::json::parse(
+                   R"({"format":"klab-progress","version":1,"exercises":{},"aids":{"01":{"triton_hints_seen":-1}}})"),
+                   "x"),
+               klab::Error);
+  EXPECT_THROW(klab::progress_from_json(nlohmann::json::parse(
+                   R"({"format":"klab-progress","version":1,"exercises":{},"aids":{"01":{"triton_solution_seen_at":"x"}}})"),
+                   "x"),
+               klab::Error);
   EXPECT_EQ(back.exercises.count("debugging"), 1u);
   EXPECT_TRUE(klab::valid_checkpoint_id("17"));
   EXPECT_TRUE(klab::valid_checkpoint_id("capstone"));
@@ -350,6 +394,49 @@ TEST_F(Verbs, SolutionOpensAfterAPassWithoutANote) {
   EXPECT_FALSE(has(klab("progress").out, "solution seen")) << "a pass first: nothing to note";
 }
 
+TEST_F(Verbs, TritonHintsAndSolutionAreCountedApartFromTheCudaOnes) {
+  const auto n = klab::parse_docstring_hints(read_text(repo_root() / "lessons/01-vector-add/exercise_triton.py"), "01")
+                     .size();
+  Result r = klab("hint 01 --triton");
+  EXPECT_EQ(r.rc, 0) << r.out;
+  EXPECT_TRUE(has(r.out, "Hint 1 of " + std::to_string(n))) << r.out;
+  EXPECT_TRUE(has(r.out, "klab hint 01 --triton` shows hint 2")) << r.out;
+  EXPECT_EQ(progress_json()["aids"]["01"]["triton_hints_seen"], 1);
+  EXPECT_FALSE(progress_json()["aids"]["01"].contains("hints_seen")) << "the CUDA count is untouched";
+
+  const std::string solution = read_text(repo_root() / "solutions/01-vector-add/exercise_triton.py");
+  r = klab("solution 01 --triton");
+  EXPECT_EQ(r.rc, 1) << r.out;
+  EXPECT_TRUE(has(r.out, "klab solution 01 --triton --force")) << r.out;
+  EXPECT_FALSE(has(r.out, solution));
+  // A CUDA pass does not open the Triton solution.
+  write_text(progress_, R"({"format":"klab-progress","version":1,"exercises":{"01":{"passed_at":"2026-11-22T10:31:05Z"}}})");
+  EXPECT_EQ(klab("solution 01 --triton").rc, 1);
+  r = klab("solution 01 --triton --force");
+  EXPECT_EQ(r.rc, 0) << r.out;
+  EXPECT_TRUE(has(r.out, solution));
+  EXPECT_TRUE(klab::valid_utc_timestamp(progress_json()["aids"]["01"]["triton_solution_seen_at"]));
+  EXPECT_FALSE(progress_json()["aids"]["01"].contains("solution_seen_at"));
+  r = klab("progress");
+  EXPECT_TRUE(has(r.out, "01 (Triton): solution seen before passing")) << r.out;
+  // A Triton pass opens it without a note.
+  write_text(progress_, R"({"format":"klab-progress","version":1,"exercises":{},"triton":{"01":{"passed_at":"2026-11-22T10:31:05Z"}}})");
+  r = klab("solution 01 --triton");
+  EXPECT_EQ(r.rc, 0) << r.out;
+  EXPECT_TRUE(has(r.out, solution));
+}
+
+TEST_F(Verbs, TritonVerbsOnALessonWithoutATritonExerciseAreUsageErrors) {
+  if (fs::exists(repo_root() / "lessons/03-reductions/exercise_triton.py")) GTEST_SKIP() << "lesson 03 has one now";
+  for (const char* verb : {"hint 03 --triton", "solution 03 --triton", "reset 03 --triton --yes"}) {
+    const Result r = klab(verb);
+    EXPECT_EQ(r.rc, 2) << verb << ": " << r.out;
+    EXPECT_EQ(lines_of(r.out), 1u) << verb << ": " << r.out;
+    EXPECT_TRUE(has(r.out, "lesson 03 has no Triton exercise yet (lessons with one: 01, 02")) << r.out;
+  }
+  EXPECT_FALSE(fs::exists(progress_));
+}
+
 // ---- reset -----------------------------------------------------------------------------
 
 class Reset : public Verbs {
@@ -395,6 +482,22 @@ TEST_F(Reset, RestoresHeadAfterSavingTheLearnersFile) {
   EXPECT_EQ(lines_of(r.out), 1u) << r.out;
   EXPECT_TRUE(has(r.out, "already equals git's HEAD")) << r.out;
   EXPECT_EQ(backups().size(), 1u);
+}
+
+TEST_F(Reset, TritonRestoresTheTritonFileOnly) {
+  const fs::path py = ex_.parent_path() / "exercise_triton.py";
+  write_text(py, "# stub\n");
+  git_init();
+  write_text(ex_, "// my CUDA work\n");
+  write_text(py, "# my Triton work\n");
+  const Result r = klab("reset 01 --triton --yes", src());
+  EXPECT_EQ(r.rc, 0) << r.out;
+  EXPECT_EQ(read_text(py), "# stub\n");
+  EXPECT_EQ(read_text(ex_), "// my CUDA work\n") << "the CUDA exercise is not touched";
+  EXPECT_TRUE(has(r.out, "klab check 01 --triton` compiles it again")) << r.out;
+  const auto b = backups();
+  ASSERT_EQ(b.size(), 1u) << r.out;
+  EXPECT_EQ(read_text(b[0]), "# my Triton work\n");
 }
 
 TEST_F(Reset, WithoutATerminalOrYesItRefusesAndChangesNothing) {

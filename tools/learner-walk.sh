@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The learner's way in, walked on a GPU machine as docs/README.md ("Start here") tells it:
 # hint, check the stub (it fails), complete the exercise, check it (it passes), see the
-# solution, progress, report; then the same for the Triton exercise; then reset. Every
+# solution, progress, report; then the same for the Triton exercise (hint, solution and
+# reset with --triton); then reset. Every
 # command and its exit code go to stdout; an exit code other than the one a learner should
 # see is a failure (the script's exit is the number of them).
 #
@@ -64,11 +65,16 @@ if [ -s "$HOME/report.html" ]; then
   echo "report: $(wc -c < "$HOME/report.html") bytes"; cp "$HOME/report.html" "${OUT:-/tmp}/walk-report.html"
 else echo "[no report written: FINDING]"; bad=$((bad + 1)); fi
 if [ -f "$dir/exercise_triton.py" ]; then
+  step 0 --says "Hint 1 of .*Triton exercise" klab hint "$L" --triton
   step 1 klab check "$L" --triton         # the Triton stub compiles and fails
+  step 1 --says "has not passed yet" klab solution "$L" --triton
   cp "solutions/$folder/exercise_triton.py" "$dir/exercise_triton.py"
   touch "$dir/exercise_triton.py"
   step 0 --says "rebuilding" klab check "$L" --triton   # compiles the new file, rebuilds itself
   step 0 --says "[Tt]riton" klab progress
+  step 0 --says "solutions/$folder/exercise_triton.py" klab solution "$L" --triton
+  step 0 --says "saved your file as" klab reset "$L" --triton --yes
+  step 0 git diff --quiet -- "$dir/exercise_triton.py"   # the Triton stub is back
 fi
 step 0 --says "saved your file as" klab reset "$L" --yes
 step 0 git diff --quiet -- "$dir/exercise.cu"   # the stub is back

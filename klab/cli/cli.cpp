@@ -447,27 +447,11 @@ int cmd_run(Common& o, Selection sel) {
   throw Error(fmt::format("rebuilt, but cannot run {}: {}; run the command again", self, std::strerror(errno)));
 }
 
-// The Triton track's exercise of a lesson: the impl `exercise_triton` of its exercise op,
-// timed against the lesson's `triton` version; nullptr for a lesson without one.
-constexpr const char* kTritonExercise = "exercise_triton";
-const Impl* triton_exercise_of(const Lesson& l) {
-  if (l.exercise_op.empty()) return nullptr;
-  for (const Impl* im : registry().impls_of(l.exercise_op))
-    if (im->name == kTritonExercise) return im;
-  return nullptr;
-}
-
 int cmd_check(Common& o, const std::string& lesson_key, bool triton) {
   const Lesson* l = registry().find_lesson(lesson_key);
   if (!l) throw UsageError(fmt::format("unknown lesson '{}' (see `klab list`)", lesson_key));
   if (l->exercise_op.empty()) throw UsageError(fmt::format("lesson {} has no exercise", l->id));
-  if (triton && !triton_exercise_of(*l)) {
-    std::string with;
-    for (const auto& other : registry().lessons())
-      if (triton_exercise_of(other)) with += (with.empty() ? "" : ", ") + other.id;
-    throw UsageError(fmt::format("lesson {} has no Triton exercise yet (lessons with one: {})", l->id,
-                                 with.empty() ? "none in this build" : with));
-  }
+  if (triton) require_triton_exercise(*l);
   const std::string ex_impl = triton ? kTritonExercise : "exercise";
   const std::string ex_ref = triton ? "triton" : l->exercise_reference;
   const std::string ex_file = triton ? "exercise_triton.py" : "exercise.cu";

@@ -7,6 +7,9 @@
 //   klab reset NN [--yes]      lessons/NN-*/exercise.cu back to the stub of git's HEAD,
 //                              after a confirmation, the learner's file saved first as
 //                              exercise.cu.<UTC time>.bak beside it
+//   ... --triton               each of them for the lesson's Triton exercise instead:
+//                              exercise_triton.py, whose hints are the numbered items of
+//                              its docstring's "Hints" paragraph (parse_docstring_hints)
 //
 // and the parts of `klab check` that concern the learner's files: the progress file is
 // checked before the work, a pass that cannot be saved is an error, and an exercise.cu
@@ -43,12 +46,17 @@ namespace fs = std::filesystem;
 
 namespace {
 
-const Lesson& exercise_lesson(const std::string& key) {
-  const Lesson* l = registry().find_lesson(key);
-  if (!l) throw UsageError(fmt::format("unknown lesson '{}' (see `klab list`)", sanitize_text(key, 40)));
+const Lesson& exercise_lesson(const ExerciseVerbArgs& a) {
+  const Lesson* l = registry().find_lesson(a.lesson);
+  if (!l) throw UsageError(fmt::format("unknown lesson '{}' (see `klab list`)", sanitize_text(a.lesson, 40)));
   if (l->exercise_op.empty()) throw UsageError(fmt::format("lesson {} has no exercise", l->id));
+  if (a.triton) require_triton_exercise(*l);
   return *l;
 }
+
+// The learner's file of the exercise the verb is about, and the flag that names it again.
+const char* exercise_file(const ExerciseVerbArgs& a) { return a.triton ? "exercise_triton.py" : "exercise.cu"; }
+const char* triton_flag(const ExerciseVerbArgs& a) { return a.triton ? " --triton" : ""; }
 
 // "lessons/01-vector-add" (or "solutions/..."), relative to the source root.
 std::string lesson_folder(const char* top, const Lesson& l) { return fmt::format("{}/{}-{}", top, l.id, l.slug); }
@@ -84,38 +92,44 @@ std::string trim_blank_lines(const std::string& s) {
 // ---- hint ----------------------------------------------------------------------------
 
 int cmd_hint(const ExerciseVerbArgs& a) {
-  const Lesson& l = exercise_lesson(a.lesson);
+  const Lesson& l = exercise_lesson(a);
   ProgressData d = load_progress_or_usage();
-  const std::string rel = lesson_folder("lessons", l) + "/hints.md";
+  // The CUDA exercise's hints are hints.md; the Triton exercise's, its docstring's "Hints".
+  const std::string rel = lesson_folder("lessons", l) + (a.triton ? "/exercise_triton.py" : "/hints.md");
   std::string text;
   if (!read_text(source_root() / rel, text))
     throw Error(fmt::format("{}: cannot be read ({}); the source tree is {}", rel, std::strerror(errno),
                             source_root().string()));
-  const auto hints = parse_hints(text, rel);
+  const auto hints = a.triton ? parse_docstring_hints(text, rel) : parse_hints(text, rel);
   const int n = static_cast<int>(hints.size());
-  int seen = std::min(d.aids.count(l.id) ? d.aids[l.id].hints_seen : 0, n);
+  int& seen_field = a.triton ? d.aids[l.id].triton_hints_seen : d.aids[l.id].hints_seen;
+  const int seen = std::min(seen_field, n);
+  const char* tf = triton_flag(a);
+  const char* what = a.triton ? " (Triton exercise)" : "";
   auto show = [&](int k) {
-    std::printf("Hint %d of %d — lesson %s (%s)\n\n%s\n", k, n, l.id.c_str(), l.slug.c_str(), hints[k - 1].c_str());
+    std::printf("Hint %d of %d — lesson %s (%s)%s\n\n%s\n", k, n, l.id.c_str(), l.slug.c_str(), what,
+                hints[k - 1].c_str());
   };
   if (a.all) {
     if (seen == 0) {
-      std::printf("No hint of lesson %s seen yet: `klab hint %s` shows the first of %d.\n", l.id.c_str(), l.id.c_str(), n);
+      std::printf("No hint of lesson %s%s seen yet: `klab hint %s%s` shows the first of %d.\n", l.id.c_str(), what,
+                  l.id.c_str(), tf, n);
       return kExitOk;
     }
     for (int k = 1; k <= seen; ++k) {
       if (k > 1) std::printf("\n");
       show(k);
     }
-    if (seen < n) std::printf("\n(%d of %d seen; `klab hint %s` shows the next)\n", seen, n, l.id.c_str());
+    if (seen < n) std::printf("\n(%d of %d seen; `klab hint %s%s` shows the next)\n", seen, n, l.id.c_str(), tf);
     return kExitOk;
   }
   if (seen >= n) {
-    std::printf("No more hints: you have seen all %d hints of lesson %s (`klab hint %s --all` shows them again).\n", n,
-                l.id.c_str(), l.id.c_str());
+    std::printf("No more hints: you have seen all %d hints of lesson %s%s (`klab hint %s%s --all` shows them again).\n",
+                n, l.id.c_str(), what, l.id.c_str(), tf);
     return kExitOk;
   }
   const int k = seen + 1;
-  d.aids[l.id].hints_seen = k;
+  seen_field = k;
   std::string not_saved;
   try {
     save_progress(d);
@@ -123,8 +137,8 @@ int cmd_hint(const ExerciseVerbArgs& a) {
     not_saved = e.what();
   }
   show(k);
-  if (k < n) std::printf("\n(`klab hint %s` shows hint %d of %d)\n", l.id.c_str(), k + 1, n);
-  else std::printf("\n(that was the last hint; `klab hint %s --all` shows them all again)\n", l.id.c_str());
+  if (k < n) std::printf("\n(`klab hint %s%s` shows hint %d of %d)\n", l.id.c_str(), tf, k + 1, n);
+  else std::printf("\n(that was the last hint; `klab hint %s%s --all` shows them all again)\n", l.id.c_str(), tf);
   if (!not_saved.empty()) {
     std::fprintf(stderr, "klab: error: this hint was not recorded: %s\n", not_saved.c_str());
     return kExitFail;
@@ -135,26 +149,28 @@ int cmd_hint(const ExerciseVerbArgs& a) {
 // ---- solution ------------------------------------------------------------------------
 
 int cmd_solution(const ExerciseVerbArgs& a) {
-  const Lesson& l = exercise_lesson(a.lesson);
+  const Lesson& l = exercise_lesson(a);
   ProgressData d = load_progress_or_usage();
-  const std::string rel = lesson_folder("solutions", l) + "/exercise.cu";
+  const std::string rel = lesson_folder("solutions", l) + "/" + exercise_file(a);
   std::string text;
   if (!read_text(source_root() / rel, text))
     throw Error(fmt::format("{}: cannot be read ({}); the source tree is {}", rel, std::strerror(errno),
                             source_root().string()));
-  const bool passed = d.exercises.count(l.id) != 0;
+  const bool passed = (a.triton ? d.triton : d.exercises).count(l.id) != 0;
+  const char* tf = triton_flag(a);
   if (!passed && !a.force) {
     std::fprintf(stderr,
-                 "klab: the exercise of lesson %s has not passed yet, so its solution stays closed: `klab check %s` "
-                 "opens it (stuck? `klab hint %s`; to see it now anyway, `klab solution %s --force`, which your "
+                 "klab: the %s of lesson %s has not passed yet, so its solution stays closed: `klab check %s%s` "
+                 "opens it (stuck? `klab hint %s%s`; to see it now anyway, `klab solution %s%s --force`, which your "
                  "progress notes)\n",
-                 l.id.c_str(), l.id.c_str(), l.id.c_str(), l.id.c_str());
+                 a.triton ? "Triton exercise" : "exercise", l.id.c_str(), l.id.c_str(), tf, l.id.c_str(), tf,
+                 l.id.c_str(), tf);
     return kExitFail;
   }
   if (!passed) {
     // Noted before it is shown: a solution seen early is never left out of the record.
-    auto& aid = d.aids[l.id];
-    if (aid.solution_seen_at.empty()) aid.solution_seen_at = utc_now_iso();
+    std::string& seen_at = a.triton ? d.aids[l.id].triton_solution_seen_at : d.aids[l.id].solution_seen_at;
+    if (seen_at.empty()) seen_at = utc_now_iso();
     try {
       save_progress(d);
     } catch (const Error& e) {
@@ -249,9 +265,9 @@ std::string utc_stamp() {
 }
 
 int cmd_reset(const ExerciseVerbArgs& a) {
-  const Lesson& l = exercise_lesson(a.lesson);
+  const Lesson& l = exercise_lesson(a);
   const fs::path root = source_root();
-  const std::string rel = lesson_folder("lessons", l) + "/exercise.cu";
+  const std::string rel = lesson_folder("lessons", l) + "/" + exercise_file(a);
   const fs::path file = root / rel;
 
   const Captured top = run_capture({"git", "-C", root.string(), "rev-parse", "--show-toplevel"});
@@ -279,9 +295,9 @@ int cmd_reset(const ExerciseVerbArgs& a) {
 
   if (!a.yes) {
     if (!::isatty(STDIN_FILENO))
-      throw UsageError(fmt::format("reset {}: no terminal to confirm on; pass --yes to replace {} with git's HEAD "
+      throw UsageError(fmt::format("reset {}{}: no terminal to confirm on; pass --yes to replace {} with git's HEAD "
                                    "(your file is saved first as a .bak beside it)",
-                                   l.id, rel));
+                                   l.id, triton_flag(a), rel));
     std::printf("Replace %s with the stub from git's HEAD? Your file is saved first as %s.<UTC time>.bak. [y/N] ",
                 rel.c_str(), rel.c_str());
     std::fflush(stdout);
@@ -314,7 +330,10 @@ int cmd_reset(const ExerciseVerbArgs& a) {
     ::unlink(tmp.c_str());
     throw Error(fmt::format("cannot replace {}: {} (your file is unchanged)", rel, std::strerror(e)));
   }
-  std::printf("restored %s from git's HEAD; rebuild with `make` before `klab check %s`\n", rel.c_str(), l.id.c_str());
+  if (a.triton)   // check --triton compiles the file and rebuilds klab itself
+    std::printf("restored %s from git's HEAD; `klab check %s --triton` compiles it again\n", rel.c_str(), l.id.c_str());
+  else
+    std::printf("restored %s from git's HEAD; rebuild with `make` before `klab check %s`\n", rel.c_str(), l.id.c_str());
   return kExitOk;
 }
 
@@ -366,6 +385,63 @@ std::vector<std::string> parse_hints(const std::string& text, const std::string&
   finish();
   if (hints.empty()) throw Error(fmt::format("{}: no '## Hint 1' section", origin));
   return hints;
+}
+
+std::vector<std::string> parse_docstring_hints(const std::string& text, const std::string& origin) {
+  // The module docstring: from the first triple quote to the next.
+  const auto open = text.find("\"\"\"");
+  const auto close = open == std::string::npos ? open : text.find("\"\"\"", open + 3);
+  if (close == std::string::npos) throw Error(fmt::format("{}: no module docstring, so no hints", origin));
+  std::istringstream in(text.substr(open + 3, close - open - 3));
+  std::vector<std::string> hints;
+  std::string line, body;
+  bool in_hints = false;
+  std::size_t item_indent = 0;
+  auto finish = [&] {
+    if (!body.empty()) hints.push_back(trim_blank_lines(body));
+    body.clear();
+  };
+  while (std::getline(in, line)) {
+    if (!line.empty() && line.back() == '\r') line.pop_back();
+    const auto b = line.find_first_not_of(" \t"), e = line.find_last_not_of(" \t");
+    const std::string t = b == std::string::npos ? "" : line.substr(b, e + 1 - b);
+    if (!in_hints) {
+      in_hints = t == "Hints";
+      continue;
+    }
+    if (t.empty()) break;   // a blank line ends the paragraph
+    const std::size_t indent = line.find_first_not_of(' ');
+    const std::string number = std::to_string(hints.size() + 1 + (body.empty() ? 0 : 1)) + ". ";
+    if (t.rfind(number, 0) == 0) {   // the next item
+      finish();
+      item_indent = indent;
+      body = t.substr(number.size()) + "\n";
+    } else if (!body.empty() && indent > item_indent) {
+      body += t + "\n";
+    } else {
+      throw Error(fmt::format("{}: in the docstring's Hints, '{}' is neither item {} nor a continuation", origin,
+                              sanitize_text(t, 60), hints.size() + (body.empty() ? 1 : 2)));
+    }
+  }
+  finish();
+  if (hints.empty()) throw Error(fmt::format("{}: the docstring has no 'Hints' paragraph with an item '1. '", origin));
+  return hints;
+}
+
+const Impl* triton_exercise_of(const Lesson& l) {
+  if (l.exercise_op.empty()) return nullptr;
+  for (const Impl* im : registry().impls_of(l.exercise_op))
+    if (im->name == kTritonExercise) return im;
+  return nullptr;
+}
+
+void require_triton_exercise(const Lesson& l) {
+  if (triton_exercise_of(l)) return;
+  std::string with;
+  for (const auto& other : registry().lessons())
+    if (triton_exercise_of(other)) with += (with.empty() ? "" : ", ") + other.id;
+  throw UsageError(fmt::format("lesson {} has no Triton exercise yet (lessons with one: {})", l.id,
+                               with.empty() ? "none in this build" : with));
 }
 
 void check_progress_before_run() {
@@ -478,6 +554,8 @@ std::vector<CLI::App*> add_exercise_verbs(CLI::App& app, ExerciseVerbArgs& a) {
   auto* reset = app.add_subcommand("reset", "put back the exercise's stub from git's HEAD (your file saved as .bak)");
   reset->add_option("lesson", a.lesson, "the lesson, e.g. 01")->required();
   reset->add_flag("-y,--yes", a.yes, "do not ask for confirmation");
+  for (auto* verb : {hint, solution, reset})
+    verb->add_flag("--triton", a.triton, "the lesson's Triton exercise (exercise_triton.py) instead");
   return {hint, solution, reset};
 }
 

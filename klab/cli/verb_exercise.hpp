@@ -21,7 +21,15 @@ struct ExerciseVerbArgs {
   bool all = false;     // hint --all
   bool force = false;   // solution --force
   bool yes = false;     // reset --yes
+  bool triton = false;  // --triton: the lesson's Triton exercise (exercise_triton.py)
 };
+
+// The Triton track's exercise of a lesson: the impl `exercise_triton` of its exercise op,
+// timed against the lesson's `triton` version; nullptr for a lesson without one.
+inline constexpr const char* kTritonExercise = "exercise_triton";
+const Impl* triton_exercise_of(const Lesson& l);
+// UsageError naming the lessons that have one, when `l` has no Triton exercise.
+void require_triton_exercise(const Lesson& l);
 
 // Adds hint, solution and reset to `app`; returns them (the caller allows their extras).
 std::vector<CLI::App*> add_exercise_verbs(CLI::App& app, ExerciseVerbArgs& a);
@@ -35,6 +43,10 @@ std::filesystem::path source_root();
 // The `## Hint k` sections of a hints.md (k = 1, 2, ... in order), their text trimmed.
 // Throws klab::Error naming `origin` when there are none, or they are misnumbered or empty.
 std::vector<std::string> parse_hints(const std::string& text, const std::string& origin);
+// The hints of a Triton exercise: the items of the "Hints" paragraph of the module
+// docstring of an exercise_triton.py ("  1. text", continued on lines indented deeper),
+// numbered 1, 2, ... in order. Throws klab::Error naming `origin` like parse_hints.
+std::vector<std::string> parse_docstring_hints(const std::string& text, const std::string& origin);
 
 // `klab check`, before its work: UsageError when the progress file is corrupt, foreign or
 // cannot be saved (one line, exit 2).

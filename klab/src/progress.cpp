@@ -354,20 +354,26 @@ ProgressData progress_from_json(const nlohmann::json& j, const std::string& orig
       if (!valid_id(key)) fail(origin, where + ": not a lesson or checkpoint id." + not_ours_advice());
       if (!rec.is_object()) fail(origin, where + " is not an object." + not_ours_advice());
       LessonAids a;
-      if (rec.contains("hints_seen")) {
-        const auto& h = rec["hints_seen"];
+      auto count = [&](const char* name, int& out) {
+        if (!rec.contains(name)) return;
+        const auto& h = rec[name];
         if (!h.is_number_integer() || h.get<long long>() < 0 || h.get<long long>() > kMaxHintsSeen)
-          fail(origin, where + ": \"hints_seen\" " + sanitize_text(h.dump(), 40) + " is not a count from 0 to " +
+          fail(origin, where + ": \"" + name + "\" " + sanitize_text(h.dump(), 40) + " is not a count from 0 to " +
                            std::to_string(kMaxHintsSeen) + "." + not_ours_advice());
-        a.hints_seen = static_cast<int>(h.get<long long>());
-      }
-      if (rec.contains("solution_seen_at")) {
-        const auto& t = rec["solution_seen_at"];
+        out = static_cast<int>(h.get<long long>());
+      };
+      auto time = [&](const char* name, std::string& out) {
+        if (!rec.contains(name)) return;
+        const auto& t = rec[name];
         if (!t.is_string() || !valid_utc_timestamp(t.get<std::string>()))
-          fail(origin, where + ": \"solution_seen_at\" " + sanitize_text(t.dump(), 40) +
+          fail(origin, where + ": \"" + name + "\" " + sanitize_text(t.dump(), 40) +
                            " is not a UTC time like 2026-11-22T10:31:05Z." + not_ours_advice());
-        a.solution_seen_at = t.get<std::string>();
-      }
+        out = t.get<std::string>();
+      };
+      count("hints_seen", a.hints_seen);
+      time("solution_seen_at", a.solution_seen_at);
+      count("triton_hints_seen", a.triton_hints_seen);
+      time("triton_solution_seen_at", a.triton_solution_seen_at);
       d.aids[key] = std::move(a);
     }
   }
@@ -394,6 +400,8 @@ nlohmann::json progress_to_json(const ProgressData& d) {
     nlohmann::json rec = nlohmann::json::object();
     if (a.hints_seen > 0) rec["hints_seen"] = a.hints_seen;
     if (!a.solution_seen_at.empty()) rec["solution_seen_at"] = a.solution_seen_at;
+    if (a.triton_hints_seen > 0) rec["triton_hints_seen"] = a.triton_hints_seen;
+    if (!a.triton_solution_seen_at.empty()) rec["triton_solution_seen_at"] = a.triton_solution_seen_at;
     if (!rec.empty()) aids[id] = std::move(rec);
   }
   if (!aids.empty()) j["aids"] = std::move(aids);
@@ -436,7 +444,8 @@ void save_progress(const ProgressData& d) {
   for (const auto& [id, r] : d.exercises)
     if (!valid_id(id)) fail(origin, "refusing to save the invalid checkpoint id \"" + sanitize_text(id, 40) + "\"");
   for (const auto& [id, a] : d.aids)
-    if (!valid_id(id) || a.hints_seen < 0 || a.hints_seen > kMaxHintsSeen)
+    if (!valid_id(id) || a.hints_seen < 0 || a.hints_seen > kMaxHintsSeen || a.triton_hints_seen < 0 ||
+        a.triton_hints_seen > kMaxHintsSeen)
       fail(origin, "refusing to save invalid aids for \"" + sanitize_text(id, 40) + "\"");
   std::error_code ec;
   if (path.has_parent_path()) {
@@ -654,6 +663,16 @@ std::string progress_report(const ProgressData& d, const std::vector<std::string
     for (const auto& [id, r] : d.triton) ids += (ids.empty() ? "" : ", ") + id;
     if (!ids.empty()) o << ": " << ids;
     o << "\n";
+    for (const auto& [id, a] : d.aids) {   // what the Triton exercises were helped by
+      if (a.triton_hints_seen == 0 && a.triton_solution_seen_at.empty()) continue;
+      std::string line = "      " + id + " (Triton):";
+      if (a.triton_hints_seen > 0)
+        line += " " + std::to_string(a.triton_hints_seen) + (a.triton_hints_seen == 1 ? " hint" : " hints");
+      if (!a.triton_solution_seen_at.empty())
+        line += std::string(a.triton_hints_seen > 0 ? "," : "") + " solution seen before passing, " +
+                date_of(a.triton_solution_seen_at);
+      o << line << "\n";
+    }
   }
   const bool debugging_done = named_track("Debugging", "debugging");
   const bool mastery_done = named_track("Mastery", "capstone");

@@ -28,6 +28,8 @@ struct ExerciseRecord {
 struct LessonAids {
   int hints_seen = 0;              // hints shown by `klab hint NN` (0 .. kMaxHintsSeen)
   std::string solution_seen_at;    // ISO-8601 UTC: the solution was shown before a pass; "" never
+  int triton_hints_seen = 0;       // the same for the Triton exercise (`--triton`)
+  std::string triton_solution_seen_at;
 };
 inline constexpr int kMaxHintsSeen = 100;
 
