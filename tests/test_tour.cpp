@@ -107,3 +107,24 @@ TEST(Eta, FromTheMeanCaseTime) {
 }
 
 }  // namespace
+
+// `klab check` times the exercise at the first bench shape that it and its reference both
+// take: a case one of them rejects is skipped, and none at all times nothing.
+TEST(CheckTiming, FirstCaseEveryImplSupports) {
+  Impl bf16_only, any;
+  bf16_only.name = "exercise_triton";
+  bf16_only.supports = [](const Problem& p) { return p.dtype == DType::bf16 ? "" : "bf16 only"; };
+  any.name = "triton";   // no supports(): takes everything
+  std::vector<Case> cases(3);
+  for (auto& c : cases) c.impls = {&bf16_only, &any};
+  cases[0].problem.dtype = DType::f32;
+  cases[1].problem.dtype = DType::bf16;
+  cases[1].problem.shape = {7};
+  cases[2].problem.dtype = DType::bf16;
+  const auto c = first_case_all_run(cases);
+  ASSERT_TRUE(c.has_value());
+  EXPECT_EQ(c->problem.dtype, DType::bf16);
+  EXPECT_EQ(c->problem.shape, std::vector<std::int64_t>{7}) << "the first that runs, not a later one";
+  cases.erase(cases.begin() + 1, cases.end());
+  EXPECT_FALSE(first_case_all_run(cases).has_value());
+}

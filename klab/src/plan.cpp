@@ -117,6 +117,14 @@ std::vector<Case> plan(const Selection& sel, bool bench_shapes) {
   return make_plan(sel, bench_shapes, sel.shape ? memory_limits() : MemoryLimits{}).cases;
 }
 
+std::optional<Case> first_case_all_run(const std::vector<Case>& cases) {
+  for (const Case& c : cases)
+    if (std::all_of(c.impls.begin(), c.impls.end(),
+                    [&](const Impl* im) { return !im->supports || im->supports(c.problem).empty(); }))
+      return c;
+  return std::nullopt;
+}
+
 Plan make_plan(const Selection& sel, bool bench_shapes, const MemoryLimits& lim) {
   auto& reg = registry();
   std::vector<std::string> lesson_ids;

@@ -30,6 +30,11 @@ struct Plan {
 };
 Plan make_plan(const Selection& sel, bool bench_shapes, const MemoryLimits& lim);
 
+// The first case that every one of its impls supports (Impl::supports), or nothing: what
+// `klab check` times the exercise on against its reference (lesson 05's first bench shape
+// is f32, which neither Triton matmul takes).
+std::optional<Case> first_case_all_run(const std::vector<Case>& cases);
+
 // The tour: what `klab run` runs unless --full (or a filter) asks for more. It must stay a
 // few minutes however many lessons exist (a GPU CTest holds each lesson to 30 s):
 //   verify: every op, impl, dtype and variant at the test shapes whose largest tensor has at
