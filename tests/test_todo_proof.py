@@ -265,7 +265,7 @@ class StubOfRecord(unittest.TestCase):
         d, stub, solution = git_repo()
         stub.write_text(LEARNER)
         p, note = tp.pair_of_record(stub, solution)
-        self.assertIn("differs from git's HEAD", note)
+        self.assertIn("differs from its stub", note)
         self.assertEqual(p.stub, STUB.splitlines())
         self.assertEqual(dict(p.variants()), dict(pair().variants()))
 
@@ -284,12 +284,31 @@ class StubOfRecord(unittest.TestCase):
         self.assertIsNone(note)
         self.assertIn("4", dict(p.variants()))
 
-    def test_without_git_an_edited_exercise_is_refused(self):
+    def test_committed_work_is_proven_with_the_stub_before_it(self):
+        d, stub, solution = git_repo()
+        stub.write_text(LEARNER)
+        subprocess.run(["git", "-C", str(d), "-c", "user.name=t", "-c", "user.email=t@t", "commit", "-qam", "my work"],
+                       check=True, capture_output=True)
+        p, note = tp.pair_of_record(stub, solution)   # HEAD holds the learner's work now
+        self.assertIn("differs from its stub", note)
+        self.assertEqual(p.stub, STUB.splitlines())
+
+    def test_a_broken_pair_with_history_is_still_refused(self):
+        d, stub, solution = git_repo()
+        solution.write_text(SOLUTION.replace("  // TODO 2: barrier.\n", "  // TODO 2: a barrier.\n"))
+        with self.assertRaisesRegex(tp.MarkerError, "TODO 2's line differs"):
+            tp.pair_of_record(stub, solution)
+
+    def test_without_git_an_edited_exercise_has_no_stub_of_record(self):
         d, stub, solution = git_repo()
         shutil.rmtree(d / ".git")
         stub.write_text(LEARNER)
-        with self.assertRaises(tp.MarkerError):
+        with self.assertRaises(tp.NoStubOfRecord):
             tp.pair_of_record(stub, solution)
+        r = subprocess.run([sys.executable, str(Path(tp.__file__)), "generate", str(stub), str(solution),
+                            "--out-dir", str(d / "out")], capture_output=True, text=True)
+        self.assertEqual(r.returncode, 3, r.stderr)   # the build goes on without the proofs
+        self.assertIn("no git history", r.stderr)
 
     def test_generate_prints_the_note_and_writes_heads_variants(self):
         d, stub, solution = git_repo()
@@ -297,7 +316,7 @@ class StubOfRecord(unittest.TestCase):
         r = subprocess.run([sys.executable, str(Path(tp.__file__)), "generate", str(stub), str(solution),
                             "--out-dir", str(d / "out")], capture_output=True, text=True)
         self.assertEqual(r.returncode, 0, r.stderr)
-        self.assertIn("differs from git's HEAD", r.stderr)
+        self.assertIn("differs from its stub", r.stderr)
         v1 = (d / "out" / "1" / "exercise.cu").read_text()
         self.assertIn("  // TODO 1: fill s.\n  // TODO 2: barrier.", v1)   # HEAD's blank TODO 1
 

@@ -6,8 +6,8 @@
         solutions/<folder>/<same name>: the markers of the two files correspond one to one
         (exit 1 and one line per defect if not)
     todo_proof.py generate STUB SOLUTION --out-dir DIR
-        checks the pair (the stub of record: once a learner has edited STUB, git's HEAD
-        text of it; pair_of_record), writes DIR/<variant>/<the stub's file name> for each variant (rewritten only
+        checks the pair (the stub of record, pair_of_record: once a learner has edited STUB,
+        its committed text; exit 3 when no stub can be found: a copy without git history), writes DIR/<variant>/<the stub's file name> for each variant (rewritten only
         when its text changes, so a configure does not rebuild them) and prints one line
         per variant: NAME|PROOF|PATH
 
@@ -309,38 +309,73 @@ class Pair:
             yield name, self.apply_mistake(name)
 
 
-def committed_text(path):
-    """The file's text at git's HEAD, or None (no git, not a checkout, not committed)."""
-    path = Path(path).resolve()
+class NoStubOfRecord(MarkerError):
+    """The stub's file no longer pairs with its solution and there is no git history to find
+    the stub in (a copy of the course without .git): the proofs cannot be built."""
+
+
+def _git(path, *args):
+    """git's stdout run in path's folder, or None (no git, not a checkout, a failure)."""
     try:
-        r = subprocess.run(["git", "-C", str(path.parent), "show", f"HEAD:./{path.name}"],
+        r = subprocess.run(["git", "-C", str(Path(path).resolve().parent), *args],
                            capture_output=True, text=True, timeout=60)
     except (OSError, subprocess.SubprocessError):
         return None
     return r.stdout if r.returncode == 0 else None
 
 
+def committed_revs(path, limit=50):
+    """The commits that changed the file, newest first (the first holds HEAD's text), at most
+    `limit`; [] without git history."""
+    return (_git(path, "log", f"-n{limit}", "--format=%h", "--", Path(path).name) or "").split()
+
+
+def committed_text(path, rev):
+    """The file's text at commit rev, or None."""
+    return _git(path, "show", f"{rev}:./{Path(path).name}")
+
+
 def pair_of_record(stub_path, solution_path):
     """(Pair, note): the pair the proofs are about. The learner works in the stub's own file,
-    so once they have begun, the file holds their code, not the stub: when it differs from
-    git's HEAD and HEAD's text pairs with the solution, HEAD's text is the stub (the note
-    says so). The working file is the stub when it equals HEAD's (a fresh clone, CI), when
-    there is no git, or when only it pairs with the solution (a developer changing both)."""
-    working_error = None
+    so once they have begun, the file holds their code, not the stub. The stub of record:
+      - git's HEAD text, when the file differs from it and it pairs with the solution (work
+        on the exercise not committed; the note says so);
+      - the working file, when it pairs (a fresh clone, CI: it equals HEAD; a developer
+        changing stub and solution together);
+      - else the newest older committed version that pairs (a learner who committed work);
+    NoStubOfRecord when none pairs and there is no history to look in; the working file's
+    error when there is history and none of it pairs (a broken pair)."""
+    text = Path(stub_path).read_text()
     try:
-        working = Pair(stub_path, solution_path)
+        working, working_error = Pair(stub_path, solution_path), None
     except MarkerError as e:
         working, working_error = None, e
-    committed = committed_text(stub_path)
-    if committed is not None and committed != Path(stub_path).read_text():
+    revs = committed_revs(stub_path)
+
+    def pair_at(rev):
+        committed = committed_text(stub_path, rev)
+        if committed is None or committed == text:
+            raise MarkerError("the working file's own text")
+        return (Pair(stub_path, solution_path, stub_text=committed),
+                f"{stub_path}: differs from its stub (work on the exercise): its TODO proofs use the stub of "
+                f"commit {rev}")
+
+    if revs:
         try:
-            return (Pair(stub_path, solution_path, stub_text=committed),
-                    f"{stub_path}: differs from git's HEAD (work on the exercise): its TODO proofs use HEAD's stub")
+            return pair_at(revs[0])   # HEAD's text
         except MarkerError:
             pass
-    if working is None:
-        raise working_error
-    return working, None
+    if working is not None:
+        return working, None
+    for rev in revs[1:]:
+        try:
+            return pair_at(rev)
+        except MarkerError:
+            continue
+    if not revs:
+        raise NoStubOfRecord(f"{stub_path}: no longer pairs with {solution_path} (work on the exercise?) and there is "
+                             f"no git history to find its stub in: its TODO proofs are not built\n{working_error}")
+    raise working_error
 
 
 def write_variants(pair, out_dir):
@@ -379,7 +414,11 @@ def main(argv=None):
     a = ap.parse_args(argv)
     try:
         if a.cmd == "generate":
-            pair, note = pair_of_record(a.stub, a.solution)
+            try:
+                pair, note = pair_of_record(a.stub, a.solution)
+            except NoStubOfRecord as e:
+                print(e, file=sys.stderr)
+                return 3   # the build goes on without this exercise's proofs (cmake/KlabLesson.cmake)
             if note:
                 print(note, file=sys.stderr)
             print("\n".join(write_variants(pair, a.out_dir)))
@@ -391,7 +430,11 @@ def main(argv=None):
                 failed += 1
                 continue
             try:
-                pair, note = pair_of_record(stub, solution)
+                try:
+                    pair, note = pair_of_record(stub, solution)
+                except NoStubOfRecord as e:
+                    print(f"skipped: {e}")
+                    continue
                 if note:
                     print(note)
                 names = [name for name, _ in pair.variants()]
