@@ -14,6 +14,7 @@ limited a Triton kernel: a load that did not vectorise, a loop that was not pipe
 """
 import argparse
 import re
+import signal
 import sys
 import tempfile
 from collections import Counter
@@ -78,6 +79,9 @@ def main():
     ap.add_argument("--name", help="only the entries of this name")
     ap.add_argument("--ptx-dir", type=Path)
     a = ap.parse_args()
+    if not a.source.is_file():
+        print(f"triton_ptx: no such file: {a.source}", file=sys.stderr)
+        return 2
     rc = 0
     for i, e, k in compiled_entries(a.source, a.arch, a.name):
         if isinstance(k, Exception):
@@ -94,4 +98,5 @@ def main():
 
 
 if __name__ == "__main__":
+    signal.signal(signal.SIGPIPE, signal.SIG_DFL)   # `| head` ends the listing quietly
     sys.exit(main())
