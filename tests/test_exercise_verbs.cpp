@@ -489,6 +489,7 @@ TEST_F(Reset, RestoresHeadAfterSavingTheLearnersFile) {
   EXPECT_EQ(r.rc, 0) << r.out;
   EXPECT_EQ(lines_of(r.out), 1u) << r.out;
   EXPECT_TRUE(has(r.out, "already equals git's HEAD")) << r.out;
+  EXPECT_TRUE(has(r.out, "git checkout COMMIT -- lessons/01-vector-add/exercise.cu")) << "the way to an older stub";
   EXPECT_EQ(backups().size(), 1u);
 }
 

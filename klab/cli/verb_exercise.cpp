@@ -289,7 +289,10 @@ int cmd_reset(const ExerciseVerbArgs& a) {
   if (exists && !read_text(file, current))
     throw Error(fmt::format("{}: cannot be read ({}); nothing changed", rel, std::strerror(errno)));
   if (exists && current == head.out) {
-    std::printf("%s already equals git's HEAD: nothing to reset, nothing changed\n", rel.c_str());
+    // Still one line: a learner who committed their work finds the stub in an older commit.
+    std::printf("%s already equals git's HEAD: nothing to reset, nothing changed (committed your work? "
+                "`git log -- %s` lists its commits, `git checkout COMMIT -- %s` restores one)\n",
+                rel.c_str(), rel.c_str(), rel.c_str());
     return kExitOk;
   }
 
