@@ -403,6 +403,8 @@ TEST_F(Verbs, TritonHintsAndSolutionAreCountedApartFromTheCudaOnes) {
   EXPECT_TRUE(has(r.out, "klab hint 01 --triton` shows hint 2")) << r.out;
   EXPECT_EQ(progress_json()["aids"]["01"]["triton_hints_seen"], 1);
   EXPECT_FALSE(progress_json()["aids"]["01"].contains("hints_seen")) << "the CUDA count is untouched";
+  r = klab("progress");
+  EXPECT_TRUE(has(r.out, "01 (Triton):   1 hint")) << r.out;
 
   const std::string solution = read_text(repo_root() / "solutions/01-vector-add/exercise_triton.py");
   r = klab("solution 01 --triton");
@@ -418,7 +420,7 @@ TEST_F(Verbs, TritonHintsAndSolutionAreCountedApartFromTheCudaOnes) {
   EXPECT_TRUE(klab::valid_utc_timestamp(progress_json()["aids"]["01"]["triton_solution_seen_at"]));
   EXPECT_FALSE(progress_json()["aids"]["01"].contains("solution_seen_at"));
   r = klab("progress");
-  EXPECT_TRUE(has(r.out, "01 (Triton): solution seen before passing")) << r.out;
+  EXPECT_TRUE(has(r.out, "01 (Triton):   (solution seen before passing, ")) << r.out;
   // A Triton pass opens it without a note.
   write_text(progress_, R"({"format":"klab-progress","version":1,"exercises":{},"triton":{"01":{"passed_at":"2026-11-22T10:31:05Z"}}})");
   r = klab("solution 01 --triton");

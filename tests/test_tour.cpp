@@ -113,6 +113,7 @@ TEST(Eta, FromTheMeanCaseTime) {
 TEST(CheckTiming, FirstCaseEveryImplSupports) {
   Impl bf16_only, any;
   bf16_only.name = "exercise_triton";
+  bf16_only.kind = any.kind = ImplKind::cpu;   // host impls: no GPU needed to run them here
   bf16_only.supports = [](const Problem& p) { return p.dtype == DType::bf16 ? "" : "bf16 only"; };
   any.name = "triton";   // no supports(): takes everything
   std::vector<Case> cases(3);

@@ -22,7 +22,6 @@ root = Path(sys.argv[1])
 sys.path.insert(0, str(root / "tools"))
 import triton_ptx  # noqa: E402
 
-SCALAR_LOAD = re.compile(r"ld\.global(?:\.[a-z0-9:]+)*?\.[bfsu](?:8|16|32|64)\b")
 failures, checked = [], 0
 sources = sorted(p for p in root.glob("lessons/*/*_triton.py") if p.name != "exercise_triton.py")
 if not sources:
@@ -36,9 +35,10 @@ for src in sources:
             failures.append(f"{where}: does not compile: {k}")
             continue
         checked += 1
-        scalar = [m for m in SCALAR_LOAD.findall(k.asm["ptx"]) if not re.search(r"\.v[248]\.", m)]
+        scalar = {form: n for form, n in triton_ptx.global_accesses(k.asm["ptx"], "ld").items()
+                  if not re.search(r"\.v[248]\.", form)}
         if scalar:
-            failures.append(f"{where}: {len(scalar)} scalar global loads ({scalar[0]}): "
+            failures.append(f"{where}: {sum(scalar.values())} scalar global loads ({next(iter(scalar))}): "
                             f"{triton_ptx.summarize(k.asm['ptx'])}")
 print("\n".join(failures) if failures else
       f"triton_vectorised: {checked} hinted entries of {len(sources)} files, every global load 16 bytes wide or cp.async")

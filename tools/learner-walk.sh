@@ -39,7 +39,8 @@ step() {  # expected exit code, [--says REGEX], command...: the exit code and, w
 if ! git rev-parse --git-dir > /dev/null 2>&1; then
   git init -q . && git add -A > /dev/null 2>&1 && git -c user.name=walk -c user.email=walk@localhost commit -qm walk
 fi
-make -s env-sh BUILD_DIR=build > /dev/null 2>&1 || printf "export PATH='%s':\"\$PATH\"\n" "$PWD/build" > build/env.sh
+# build/env.sh as `make` writes it (the learner's way to `klab` by name).
+make -s env-sh BUILD_DIR=build || { echo "[make env-sh failed: FINDING]"; bad=$((bad + 1)); }
 # shellcheck disable=SC1091
 source build/env.sh
 rebuild() { echo; echo "\$ make   (here: cmake --build build --target klab, as make's build step does)"; cmake --build build --target klab > /dev/null || { echo "[build failed: FINDING]"; bad=$((bad + 1)); }; }

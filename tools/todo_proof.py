@@ -7,9 +7,10 @@
         (exit 1 and one line per defect if not)
     todo_proof.py generate STUB SOLUTION --out-dir DIR
         checks the pair (the stub of record, pair_of_record: once a learner has edited STUB,
-        its committed text; exit 3 when no stub can be found: a copy without git history), writes DIR/<variant>/<the stub's file name> for each variant (rewritten only
-        when its text changes, so a configure does not rebuild them) and prints one line
-        per variant: NAME|PROOF|PATH
+        its committed text; exit 3 when none can be found, in a copy without git history),
+        writes DIR/<variant>/<the stub's file name> for each variant (rewritten only when
+        its text changes, so a configure does not rebuild them) and prints one line per
+        variant: NAME|PROOF|PATH
 
 The build (cmake/KlabLesson.cmake) compiles each variant into klab-todo-<lesson>-<NAME>,
 and tests/CMakeLists.txt expects it to fail its PROOF.
@@ -353,25 +354,25 @@ def pair_of_record(stub_path, solution_path):
     revs = committed_revs(stub_path)
 
     def pair_at(rev):
+        """(Pair, note) with the stub as committed in rev; None when that text is the
+        working file's own, cannot be read, or does not pair."""
         committed = committed_text(stub_path, rev)
         if committed is None or committed == text:
-            raise MarkerError("the working file's own text")
-        return (Pair(stub_path, solution_path, stub_text=committed),
-                f"{stub_path}: differs from its stub (work on the exercise): its TODO proofs use the stub of "
-                f"commit {rev}")
-
-    if revs:
+            return None
         try:
-            return pair_at(revs[0])   # HEAD's text
+            return (Pair(stub_path, solution_path, stub_text=committed),
+                    f"{stub_path}: differs from its stub (work on the exercise): its TODO proofs use the stub of "
+                    f"commit {rev}")
         except MarkerError:
-            pass
+            return None
+
+    if revs and (found := pair_at(revs[0])):   # HEAD's text
+        return found
     if working is not None:
         return working, None
     for rev in revs[1:]:
-        try:
-            return pair_at(rev)
-        except MarkerError:
-            continue
+        if found := pair_at(rev):
+            return found
     if not revs:
         raise NoStubOfRecord(f"{stub_path}: no longer pairs with {solution_path} (work on the exercise?) and there is "
                              f"no git history to find its stub in: its TODO proofs are not built\n{working_error}")

@@ -25,11 +25,16 @@ import triton_aot  # noqa: E402  (the driver shim and the AOT list loader)
 from triton.tools import compile as tt_compile  # noqa: E402
 
 
+def global_accesses(ptx: str, op: str) -> Counter:
+    """How many of each global load (op "ld") or store ("st") instruction the PTX holds, by
+    its form: ld.global.b16 (one 2-byte element), ld.global.v4.b32 (16 bytes), ..."""
+    return Counter(re.findall(op + r"\.global(?:\.[a-z0-9:]+)*?(?:\.v[248])?\.[bfsu](?:8|16|32|64)\b", ptx))
+
+
 def summarize(ptx: str) -> str:
     parts = []
     for op in ("ld", "st"):
-        found = Counter(re.findall(op + r"\.global(?:\.[a-z0-9:]+)*?(?:\.v[248])?\.[bfsu](?:8|16|32|64)\b", ptx))
-        parts += [f"{n}x {k}" for k, n in sorted(found.items())]
+        parts += [f"{n}x {k}" for k, n in sorted(global_accesses(ptx, op).items())]
     for what, pat in (("cp.async", r"cp\.async\.c[ag]\.shared"), ("cp.async.bulk", r"cp\.async\.bulk\.tensor"),
                       ("wgmma", r"wgmma\.mma_async"), ("mma", r"\bmma\.sync")):
         n = len(re.findall(pat, ptx))

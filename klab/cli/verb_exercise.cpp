@@ -414,7 +414,8 @@ std::vector<std::string> parse_docstring_hints(const std::string& text, const st
     }
     if (t.empty()) break;   // a blank line ends the paragraph
     const std::size_t indent = line.find_first_not_of(' ');
-    const std::string number = std::to_string(hints.size() + 1 + (body.empty() ? 0 : 1)) + ". ";
+    const std::size_t next = hints.size() + (body.empty() ? 1 : 2);   // body holds the item before it
+    const std::string number = std::to_string(next) + ". ";
     if (t.rfind(number, 0) == 0) {   // the next item
       finish();
       item_indent = indent;
@@ -423,7 +424,7 @@ std::vector<std::string> parse_docstring_hints(const std::string& text, const st
       body += t + "\n";
     } else {
       throw Error(fmt::format("{}: in the docstring's Hints, '{}' is neither item {} nor a continuation", origin,
-                              sanitize_text(t, 60), hints.size() + (body.empty() ? 1 : 2)));
+                              sanitize_text(t, 60), next));
     }
   }
   finish();

@@ -282,10 +282,14 @@ namespace {
 
 bool on_gpu(const Impl& im) { return im.kind != ImplKind::cpu; }
 
-std::string supported(const Impl& im, const Problem& p) {
+}  // namespace
+
+std::string unsupported_reason(const Impl& im, const Problem& p) {
   if (on_gpu(im) && !device_info().present) return "no GPU";
   return im.supports ? im.supports(p) : std::string();
 }
+
+namespace {
 
 // The runs of an impl on a problem: the impl's own choice (-1), and for an impl with
 // candidates each candidate by index (verification), or only the one `--candidate` names.
@@ -297,7 +301,7 @@ struct Run {
 
 std::vector<Run> runs_of(const Impl* im, const Problem& p, const RunOptions& opt, bool every_candidate) {
   std::vector<std::string> names;
-  if (im->candidates && supported(*im, p).empty()) names = im->candidates(p);
+  if (im->candidates && unsupported_reason(*im, p).empty()) names = im->candidates(p);
   if (!opt.candidate.empty()) {
     for (std::size_t k = 0; k < names.size(); ++k)
       if (names[k] == opt.candidate) return {{im, static_cast<int>(k), names[k]}};
@@ -537,7 +541,7 @@ std::vector<VerifyRecord> verify(const std::vector<Case>& cases, const RunOption
           rec.lesson = op.lesson, rec.op = op.name, rec.impl = im->name, rec.kind = im->kind;
           rec.problem = p, rec.seed = seed, rec.candidate = r.candidate_name;
           progress.update(done++, fmt::format("test {} {} {}", op.name, run_label(r), p.label()));
-          std::string why = supported(*im, p);
+          std::string why = unsupported_reason(*im, p);
           if (why.empty() && r.candidate == -2) why = fmt::format("no candidate '{}' for this problem", r.candidate_name);
           if (!why.empty()) {
             rec.status = Status::unsupported;
@@ -852,7 +856,7 @@ std::vector<BenchRecord> bench(const std::vector<Case>& cases, const RunOptions&
         rec.graph = opt.graph && on_gpu(*im);
         rec.peak_name = peak_name;
         progress.update(done++, fmt::format("bench {} {} {}", op.name, run_label(r), p.label()));
-        std::string why = supported(*im, p);
+        std::string why = unsupported_reason(*im, p);
         if (why.empty() && r.candidate == -2) why = fmt::format("no candidate '{}' for this problem", r.candidate_name);
         if (why.empty() && rec.graph && has_inout)
           why = "graph mode replays launches back to back, and in-out inputs must be restored between them";

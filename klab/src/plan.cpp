@@ -120,7 +120,7 @@ std::vector<Case> plan(const Selection& sel, bool bench_shapes) {
 std::optional<Case> first_case_all_run(const std::vector<Case>& cases) {
   for (const Case& c : cases)
     if (std::all_of(c.impls.begin(), c.impls.end(),
-                    [&](const Impl* im) { return !im->supports || im->supports(c.problem).empty(); }))
+                    [&](const Impl* im) { return unsupported_reason(*im, c.problem).empty(); }))
       return c;
   return std::nullopt;
 }

@@ -129,6 +129,15 @@ std::string getenv_str(const char* name) {
 // "2026-11-22T10:31:05Z" -> "2026-11-22"; anything shorter is shown as it is.
 std::string date_of(const std::string& iso) { return iso.size() >= 10 ? iso.substr(0, 10) : iso; }
 
+// What an exercise was helped by, for the end of its report line: "   2 hints   (solution
+// seen before passing, 2026-11-22)"; "" when nothing.
+std::string aids_text(int hints_seen, const std::string& solution_seen_at) {
+  std::string t;
+  if (hints_seen > 0) t += "   " + std::to_string(hints_seen) + (hints_seen == 1 ? " hint" : " hints");
+  if (!solution_seen_at.empty()) t += "   (solution seen before passing, " + date_of(solution_seen_at) + ")";
+  return t;
+}
+
 // Display width of UTF-8 text: code points (everything this file prints is single-width).
 std::size_t width(const std::string& s) {
   std::size_t w = 0;
@@ -576,12 +585,7 @@ std::string progress_report(const ProgressData& d, const std::vector<std::string
     } else {
       line += "not yet available";
     }
-    if (auto a = d.aids.find(id); a != d.aids.end()) {
-      if (a->second.hints_seen > 0)
-        line += "   " + std::to_string(a->second.hints_seen) + (a->second.hints_seen == 1 ? " hint" : " hints");
-      if (!a->second.solution_seen_at.empty())
-        line += "   (solution seen before passing, " + date_of(a->second.solution_seen_at) + ")";
-    }
+    if (auto a = d.aids.find(id); a != d.aids.end()) line += aids_text(a->second.hints_seen, a->second.solution_seen_at);
     // Trim the padding of short lines.
     line.erase(line.find_last_not_of(' ') + 1);
     o << line << "\n";
@@ -663,16 +667,9 @@ std::string progress_report(const ProgressData& d, const std::vector<std::string
     for (const auto& [id, r] : d.triton) ids += (ids.empty() ? "" : ", ") + id;
     if (!ids.empty()) o << ": " << ids;
     o << "\n";
-    for (const auto& [id, a] : d.aids) {   // what the Triton exercises were helped by
-      if (a.triton_hints_seen == 0 && a.triton_solution_seen_at.empty()) continue;
-      std::string line = "      " + id + " (Triton):";
-      if (a.triton_hints_seen > 0)
-        line += " " + std::to_string(a.triton_hints_seen) + (a.triton_hints_seen == 1 ? " hint" : " hints");
-      if (!a.triton_solution_seen_at.empty())
-        line += std::string(a.triton_hints_seen > 0 ? "," : "") + " solution seen before passing, " +
-                date_of(a.triton_solution_seen_at);
-      o << line << "\n";
-    }
+    for (const auto& [id, a] : d.aids)   // what the Triton exercises were helped by
+      if (const std::string t = aids_text(a.triton_hints_seen, a.triton_solution_seen_at); !t.empty())
+        o << "      " << id << " (Triton):" << t << "\n";
   }
   const bool debugging_done = named_track("Debugging", "debugging");
   const bool mastery_done = named_track("Mastery", "capstone");

@@ -105,6 +105,9 @@ std::int64_t largest_tensor(const Op& op, const Problem& p);
 // dtype the op rejects (with the reason).
 std::vector<Case> plan(const Selection& sel, bool bench_shapes);
 
+// Why `im` cannot run `p` here ("no GPU", or its supports() reason); "" when it can.
+std::string unsupported_reason(const Impl& im, const Problem& p);
+
 std::vector<VerifyRecord> verify(const std::vector<Case>& cases, const RunOptions& opt);
 std::vector<BenchRecord> bench(const std::vector<Case>& cases, const RunOptions& opt);
 

@@ -30,7 +30,7 @@ struct Plan {
 };
 Plan make_plan(const Selection& sel, bool bench_shapes, const MemoryLimits& lim);
 
-// The first case that every one of its impls supports (Impl::supports), or nothing: what
+// The first case that every one of its impls can run (unsupported_reason), or nothing: what
 // `klab check` times the exercise on against its reference (lesson 05's first bench shape
 // is f32, which neither Triton matmul takes).
 std::optional<Case> first_case_all_run(const std::vector<Case>& cases);
