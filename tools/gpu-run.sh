@@ -16,6 +16,7 @@
 #                lesson by lesson in the same session, and runs tools/bench_compare.py on
 #                each pair (BENCH_TOL, default 0.03): for a refactor that must keep speed;
 #                COMPARE_LESSONS="04 05" compares only those (two device calls can share it)
+#     (BENCH_LESSONS="01 02" likewise benches only those, while test covers the `--` lessons)
 #   env:    OUT (default ./out), JOBS (default nproc), KLAB_BENCH_ARGS, KLAB_TEST_ARGS,
 #           PHASE_TIMEOUT (seconds per phase, default 540), ONLY_LESSONS (build only these),
 #           GPUCTEST_JOBS (ctest -j for gpuctest, default 1),
@@ -153,6 +154,7 @@ if has doctor; then run_phase doctor "$OUT/doctor.txt" $K doctor; fi
 per_lesson() {  # verb, key in the JSON (verify|bench), timeout, extra args...
   local verb=$1 key=$2 limit=$3; shift 3
   local ids=("${lessons[@]}"); [ ${#ids[@]} -eq 0 ] && ids=($($K list | grep -Eo '^[0-9]{2}'))
+  [ "$verb" = bench ] && [ -n "${BENCH_LESSONS:-}" ] && read -ra ids <<< "$BENCH_LESSONS"
   for id in "${ids[@]}"; do
     T=$limit run_phase "$verb $id" "$OUT/$verb-$id.part" $K $verb "$id" --json "$OUT/$verb-$id.json" "$@"
     { echo "==== klab $verb $id"; cat "$OUT/$verb-$id.part"; } >> "$OUT/$verb.txt"; rm -f "$OUT/$verb-$id.part"
@@ -162,8 +164,10 @@ import json, sys, glob, os
 out, verb, key = sys.argv[1:4]
 path = os.path.join(out, verb + ".json")
 merged = json.load(open(path)) if os.path.exists(path) else {key: []}
-for f in sorted(glob.glob(os.path.join(out, verb + "-*.json"))):
-    j = json.load(open(f)); merged.setdefault("device", j.get("device")); merged[key] += j[key]; os.remove(f)
+# Each lesson's own file stays (its date and run seed are the ones a lesson's bench JSON keeps);
+# the merged one is for reading a whole run at once.
+for f in sorted(glob.glob(os.path.join(out, verb + "-[0-9][0-9].json"))):
+    j = json.load(open(f)); merged.setdefault("device", j.get("device")); merged[key] += j[key]
 json.dump(merged, open(path, "w"), indent=1)
 PY
 }
