@@ -490,3 +490,15 @@ TEST(Report, CsvHasClockAndPowerColumns) {
   EXPECT_EQ(col(missing, "sm_mhz_median"), "");
   EXPECT_EQ(col(missing, "throttled"), "");
 }
+
+// An autotuned row names the configuration it timed, in the table and in the JSON; a row
+// without one shows the impl alone.
+TEST(Report, ABenchRowShowsTheCandidateItTimed) {
+  Telemetry quiet;
+  BenchRecord tuned = timed_row("v8_autotuned", quiet);
+  tuned.candidate = "256x128x16";
+  const std::string out = printed({tuned, timed_row("cublas", quiet)});
+  EXPECT_NE(out.find("v8_autotuned[256x128x16]"), std::string::npos) << out;
+  EXPECT_EQ(out.find("cublas["), std::string::npos) << out;
+  EXPECT_EQ(to_json(tuned)["candidate"], "256x128x16");
+}

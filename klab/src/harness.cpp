@@ -354,6 +354,7 @@ struct DeviceCase {
   std::vector<HostTensor> host_out;              // outputs, then in-out inputs, as read back
   DeviceBuffer workspace;
   std::vector<void*> pinned;                     // host_out buffers page-locked for fast read-back
+  std::string chosen;                            // the candidate an autotuned impl last ran (Launch::chosen)
   DeviceCase(const Op& op, const Problem& p) : in_specs(op.inputs(p)), out_specs(checked_specs(op, p)),
                                                n_out(op.outputs(p).size()) {}
   DeviceCase(const DeviceCase&) = delete;
@@ -417,7 +418,8 @@ void ensure_workspace(DeviceCase& dc, const Impl& im, const Problem& p) {
 }
 
 void launch_gpu(const Run& r, const Problem& p, const Inputs& in, const InputSet& set, DeviceCase& dc, cudaStream_t s) {
-  Launch l{p, views(set.in), views(dc.out), in.scalars, s, dc.workspace.get(), dc.workspace.size(), r.candidate};
+  Launch l{p, views(set.in), views(dc.out), in.scalars, s, dc.workspace.get(), dc.workspace.size(), r.candidate,
+           &dc.chosen};
   r.impl->run(l);
   KLAB_CHECK_LAUNCH();
 }
@@ -883,7 +885,9 @@ std::vector<BenchRecord> bench(const std::vector<Case>& cases, const RunOptions&
           if (on_gpu(*im)) {
             dc.ensure_device(*in, stream.s);
             ensure_workspace(dc, *im, p);
+            dc.chosen.clear();
             time_gpu(r, p, *in, dc, plan.first, stream.s, flusher, sampler, opt, rec);
+            if (rec.candidate.empty()) rec.candidate = dc.chosen;   // what autotuning picked and was timed
             if (std::string bad = recheck_gpu(op, p, r, *in, *ref, plan, dc, stream.s, fresh_seed, fresh); !bad.empty()) {
               rec.status = Status::fail;
               rec.message = bad;

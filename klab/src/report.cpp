@@ -193,7 +193,7 @@ void print_bench(std::FILE* f, const std::vector<BenchRecord>& recs) {
         status += " (throttled, see below)";
         notes.push_back(fmt::format("  throttled: {}: {}", r.impl, throttle_note(r.telemetry)));
       }
-      t.add({r.impl, fmt_ms(r.median_ms), fmt_ms(r.min_ms), fmt_ms(r.max_ms), fmt_sig(r.gbps, 4), fmt_sig(r.tflops, 3),
+      t.add({r.candidate.empty() ? r.impl : fmt::format("{}[{}]", r.impl, r.candidate), fmt_ms(r.median_ms), fmt_ms(r.min_ms), fmt_ms(r.max_ms), fmt_sig(r.gbps, 4), fmt_sig(r.tflops, 3),
              r.pct_peak > 0 ? fmt::format("{:.1f}%", r.pct_peak) : "-",
              r.speedup > 0 ? fmt::format("{:.2f}x", r.speedup) : "-", std::to_string(r.reps), status});
     }

@@ -27,6 +27,7 @@
 #include <string>
 #include <vector>
 
+#include "klab/autotune.hpp"
 #include "klab/error.hpp"
 #include "klab/kernels.cuh"
 #include "klab/op.hpp"
@@ -194,20 +195,6 @@ __device__ __forceinline__ void store_pair(TC* g_c, std::int64_t row_off, int n,
 // instead of the problem's dtype.
 void launch_warptile_f32(const GemmArgs& g, const std::string& variant, cudaStream_t s);
 void launch_mma_bf16(const GemmArgs& g, const std::string& variant, bool out_f32, cudaStream_t s);
-
-// ---- autotuning (matmul_autotune.cu) --------------------------------------------------
-// `names` are the candidates for this problem, in the order `launch(c)` takes them: the
-// same list the impl returns as Impl::candidates, so that `klab test` verifies each one and
-// `--candidate NAME` selects one (the KLAB_AUTOTUNE_LOG=1 report on stderr uses them too).
-// `forced` is Launch::candidate: >= 0 returns that index at once (no timing, nothing
-// cached; an index past the list is a klab::Error), -1 autotunes: the first call for a key
-// times every candidate on the stream (a warm launch, then the best of a few timed
-// launches) and remembers the fastest; later calls return it at once. The candidates write
-// the same output, and the caller launches the winner afterwards, so the output of the
-// call is the winner's. Calls while the stream is being captured into a CUDA graph cannot
-// time anything: they return `fallback` and cache nothing.
-int autotune(const std::string& key, const std::vector<std::string>& names, int forced, int fallback,
-             const std::function<void(int)>& launch, cudaStream_t stream);
 
 // The typical size of an output of a K-term dot product of inputs uniform in [-1, 1).
 inline double sigma_k(std::int64_t K) { return std::sqrt(static_cast<double>(K)) / 3.0; }

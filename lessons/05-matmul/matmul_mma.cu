@@ -508,8 +508,7 @@ std::vector<std::string> v13_candidates(const klab::Problem&) { return kV13Names
 void run_v13_mma_autotuned(const klab::Launch& l) {
   static_assert(sizeof(kV13Candidates) / sizeof(kV13Candidates[0]) == 4, "kV13Names labels every candidate");
   const std::string key = "mma|" + l.problem.label() + "|" + std::to_string(shape_of(l.problem).batch);
-  const int best = autotune(key, v13_candidates(l.problem), l.candidate, 0, [&](int c) { kV13Candidates[c](l); },
-                            l.stream);
+  const int best = klab::autotune(l, key, v13_candidates(l.problem), 0, [&](int c) { kV13Candidates[c](l); });
   kV13Candidates[best](l);
 }
 

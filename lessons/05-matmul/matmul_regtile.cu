@@ -14,7 +14,7 @@
 //                   matmul and matmul_batched (blockIdx.z over the batch)
 //   v8_autotuned    v7's kernel in eleven tile configurations, with an interior path (blocks
 //                   inside M and N load whole K tiles without per-chunk bounds); the first
-//                   call for a shape times them all and caches the winner (matmul_autotune.cu);
+//                   call for a shape times them all and caches the winner (klab/autotune.hpp);
 //                   for ops matmul and matmul_batched
 //
 // v7's kernel also computes split-K's fp32 partials (launch_warptile_f32, matmul_splitk.cu).
@@ -484,8 +484,8 @@ void run_v8_autotuned(const klab::Launch& l) {
   const int batch = shape_of(l.problem).batch;
   const std::string key = "simt|" + l.problem.label() + "|" + std::to_string(batch);
   static_assert(sizeof(kV8Candidates) / sizeof(kV8Candidates[0]) == 11, "kV8Names labels every candidate");
-  const int best = autotune(key, v8_candidates(l.problem), l.candidate, 0,
-                            [&](int c) { kV8Candidates[c](g, l.problem.variant, batch, l.stream); }, l.stream);
+  const int best = klab::autotune(l, key, v8_candidates(l.problem), 0,
+                                  [&](int c) { kV8Candidates[c](g, l.problem.variant, batch, l.stream); });
   kV8Candidates[best](g, l.problem.variant, batch, l.stream);
 }
 

@@ -5,7 +5,7 @@
 //
 // The build links four tile configurations per layout into one launcher
 // (tr_matmul_nn(stream, ..., algo_id)); the first call for a shape times all four on the
-// stream and caches the fastest (lesson05::autotune, the same mechanism as v8_autotuned).
+// stream and caches the fastest (klab::autotune, the same mechanism as v8_autotuned).
 // Each is also a candidate of its own (`klab test` verifies all four; `--candidate
 // 64x128x64/4w/4st` runs one).
 #include <cuda.h>
@@ -79,7 +79,7 @@ void run_triton(const klab::Launch& l) {
   KLAB_REQUIRE(lay.num_algos() == static_cast<int>(names.size()),
                "triton matmul: the launcher links " + std::to_string(lay.num_algos()) + " configurations, " +
                    std::to_string(names.size()) + " named (kTritonNames follows CONFIGS in matmul_triton.py)");
-  const int best = autotune("triton|" + l.problem.label(), names, l.candidate, 0, launch, l.stream);
+  const int best = klab::autotune(l, "triton|" + l.problem.label(), names, 0, launch);
   launch(best);
 #else
   (void)l;

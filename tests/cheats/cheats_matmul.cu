@@ -1,6 +1,6 @@
 // tests/cheats/cheats_matmul.cu — an autotuned cheat fixture on lesson 05's matmul.
 //
-// cheat_autotuned declares two candidates and chooses between them with lesson05::autotune,
+// cheat_autotuned declares two candidates and chooses between them with klab::autotune,
 // as v8_autotuned and v13_mma_autotuned do:
 //   exact_fast   a real impl (v7_warptiling for f32, v11_mma_pipelined for bf16)
 //   wrong_slow   the same impl twice, then one output element overwritten: more work, so
@@ -14,6 +14,7 @@
 #include <string>
 #include <vector>
 
+#include "klab/autotune.hpp"
 #include "klab/error.hpp"
 #include "klab/kernels.cuh"
 #include "klab/op.hpp"
@@ -50,7 +51,7 @@ void run(const klab::Launch& l) {
     klab::dispatch_float(l.problem.dtype, [&]<class T>() { corrupt_one<T><<<1, 1, 0, l.stream>>>(l.out[0].as<T>(), last); });
     KLAB_CHECK_LAUNCH();
   };
-  launch(lesson05::autotune("cheat|" + l.problem.label(), candidates(l.problem), l.candidate, 0, launch, l.stream));
+  launch(klab::autotune(l, "cheat|" + l.problem.label(), candidates(l.problem), 0, launch));
 }
 
 }  // namespace

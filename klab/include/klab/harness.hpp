@@ -89,6 +89,7 @@ struct BenchRecord {
   std::string baseline;
   bool graph = false;
   std::string candidate;               // the configuration timed, for impls with candidates
+                                       // (given with --candidate, else the one autotuning chose)
   Telemetry telemetry;                 // SM clock, power and clock-event reasons in the timed window
 };
 

@@ -145,6 +145,9 @@ struct Launch {
   // An impl with candidates (an autotuned one): -1 lets it choose (autotune); k runs its
   // candidate k as named by Impl::candidates, so that each candidate can be verified.
   int candidate = -1;
+  // Where an impl with candidates writes the name of the one it ran (klab::autotune does),
+  // so that a bench row says which configuration it timed; null when nobody asked.
+  std::string* chosen = nullptr;
 };
 
 struct Impl {
