@@ -1,5 +1,6 @@
 #!/usr/bin/env python3
-"""Every hinted Triton kernel moves 16 bytes per load: no scalar global load is left.
+"""Every hinted Triton kernel moves 16 bytes per load (no scalar global load is left), and
+ptxas does not serialize its tensor-core instructions.
 
     triton_vectorised.py ROOT
 
@@ -11,8 +12,10 @@ sm_90 as tools/triton_aot.py does and fails if its PTX has a scalar global load
 constant over 16-byte runs and the loads vectorise (or become cp.async). An entry that
 keeps scalar loads on purpose says why in its `scalar_loads` key and is left out. The Triton matmul
 once hinted only its strides, not M, N and K: every load of A and B was one 2-byte element
-and the loop was not pipelined, at 0.20x cuBLAS. Exit 0 with a summary, 1 with a line per
-entry that failed.
+and the loop was not pipelined, at 0.20x cuBLAS. The same entries must not draw ptxas's
+warning C7515 (wgmma serialized: each k-step's tensor-core instructions wait for each other):
+the nt matmul's 128x256 kernel once did, from a zero-trip path of its K loop, at 0.67x
+cuBLAS. Exit 0 with a summary, 1 with a line per entry that failed.
 """
 import re
 import sys
@@ -40,6 +43,10 @@ for src in sources:
         if scalar:
             failures.append(f"{where}: {sum(scalar.values())} scalar global loads ({next(iter(scalar))}): "
                             f"{triton_ptx.summarize(k.asm['ptx'])}")
+        rep = triton_ptx.ptxas_report(k.asm["ptx"], 90)
+        if any(code == "C7515" for code, _ in rep["warnings"]):
+            failures.append(f"{where}: {triton_ptx.ptxas_summary(rep)}")
 print("\n".join(failures) if failures else
-      f"triton_vectorised: {checked} hinted entries of {len(sources)} files, every global load 16 bytes wide or cp.async")
+      f"triton_vectorised: {checked} hinted entries of {len(sources)} files, every global load 16 bytes wide or cp.async, "
+      "no wgmma serialized")
 sys.exit(1 if failures or checked == 0 else 0)

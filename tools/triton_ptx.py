@@ -9,12 +9,15 @@ For each AOT entry (tools/triton_aot.py's list, compiled the same way) it prints
 name, signature, warps/stages, shared bytes, and the count of each global load width
 and store width (ld.global.v4.b32 moves 16 bytes a thread, a bare ld.global.b16 two), cp.async (16-byte
 asynchronous copies: the pipelined loads), cp.async.bulk (TMA) and wgmma / mma
-instructions. --ptx-dir keeps each entry's PTX. This is how the lessons' READMEs show what
-limited a Triton kernel: a load that did not vectorise, a loop that was not pipelined.
+instructions; then what ptxas says of it: registers, stack (spills), and its performance
+warnings (C7515: the wgmma instructions were serialized). --ptx-dir keeps each entry's PTX.
+This is how the lessons' READMEs show what limited a Triton kernel: a load that did not
+vectorise, a loop that was not pipelined, tensor-core instructions that could not overlap.
 """
 import argparse
 import re
 import signal
+import subprocess
 import sys
 import tempfile
 from collections import Counter
@@ -41,6 +44,33 @@ def summarize(ptx: str) -> str:
         if n:
             parts.append(f"{n}x {what}")
     return ", ".join(parts) or "no global loads or stores"
+
+
+def ptxas_report(ptx: str, arch: int = 90) -> dict:
+    """What ptxas (Triton's own, as the build runs it) says of the PTX: registers, stack bytes
+    and its performance warnings, e.g. C7515 (wgmma serialized: the tensor-core instructions
+    of a k-step wait for each other instead of overlapping)."""
+    from triton.backends.nvidia.compiler import get_ptxas
+    with tempfile.TemporaryDirectory() as tmp:
+        src = Path(tmp) / "k.ptx"
+        src.write_text(ptx)
+        gpu = f"sm_{arch}a" if arch == 90 else f"sm_{arch}"
+        r = subprocess.run([get_ptxas(arch).path, "-v", f"--gpu-name={gpu}", str(src), "-o", str(Path(tmp) / "k.cubin")],
+                           capture_output=True, text=True)
+    log = r.stdout + r.stderr
+    if r.returncode != 0:
+        raise RuntimeError(f"ptxas failed: {log.strip()}")
+    regs = re.search(r"Used (\d+) registers", log)
+    stack = re.search(r"(\d+) bytes (?:cumulative )?stack", log)
+    return {"registers": int(regs.group(1)) if regs else 0, "stack": int(stack.group(1)) if stack else 0,
+            "warnings": re.findall(r"\((C\d+)\) Potential Performance Loss: ([^\n]*)", log)}
+
+
+def ptxas_summary(rep: dict) -> str:
+    s = f"{rep['registers']} registers, {rep['stack']} B stack"
+    for code, text in rep["warnings"]:
+        s += f"; ptxas {code}: {'wgmma serialized' if code == 'C7515' else text[:60]}"
+    return s
 
 
 def compiled_entries(source: Path, arch: int = 90, name=None):
@@ -95,7 +125,7 @@ def main():
             continue
         ptx = k.asm["ptx"]
         print(f"{e['name']}[{i}] {e['signature']} {e.get('num_warps', 4)}w/{e.get('num_stages', 3)}st "
-              f"sm_{a.arch}: shared {k.metadata.shared} B; {summarize(ptx)}")
+              f"sm_{a.arch}: shared {k.metadata.shared} B; {summarize(ptx)}; {ptxas_summary(ptxas_report(ptx, a.arch))}")
         if a.ptx_dir:
             a.ptx_dir.mkdir(parents=True, exist_ok=True)
             (a.ptx_dir / f"{e['name']}_{i}_sm{a.arch}.ptx").write_text(ptx)
