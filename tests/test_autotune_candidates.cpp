@@ -4,11 +4,14 @@
 // launches anything, so these run without a GPU.
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <cstdint>
 #include <set>
 #include <string>
 #include <utility>
 #include <vector>
 
+#include "klab/autotune.hpp"
 #include "klab/error.hpp"
 #include "klab/op.hpp"
 
@@ -16,7 +19,7 @@ using namespace klab;
 
 namespace {
 
-// The impls that time configurations and keep the fastest (lessons/05-matmul/matmul_autotune.cu).
+// The impls that time configurations and keep the fastest (klab::autotune, klab/autotune.hpp).
 const std::vector<std::pair<std::string, std::string>> kAutotuned = {
     {"matmul", "v8_autotuned"},      {"matmul_batched", "v8_autotuned"}, {"matmul", "v13_mma_autotuned"},
     {"matmul_batched", "v13_mma_autotuned"}, {"matmul", "triton"}};
@@ -67,4 +70,52 @@ TEST(AutotuneCandidates, AnIndexTheImplDoesNotHaveIsAnError) {
       }
     }
   }
+}
+
+// klab::autotune itself, on its paths that need no GPU: a forced candidate is returned
+// untimed and its name reported through Launch::chosen; a bad index or fallback is an error
+// that launches nothing.
+TEST(Autotune, AForcedCandidateIsReportedAndNothingIsTimed) {
+  const Problem p{{8, 8, 8}, DType::f32, "nn"};
+  const std::vector<double> scalars;
+  const std::vector<std::string> names = {"small", "large", "huge"};
+  int launches = 0;
+  const auto launch = [&](int) { ++launches; };
+  std::string chosen;
+  const Launch l{p, {}, {}, scalars, nullptr, nullptr, 0, 1, &chosen};
+  EXPECT_EQ(autotune(l, "test|forced", names, 0, launch), 1);
+  EXPECT_EQ(chosen, "large");
+  EXPECT_EQ(launches, 0);
+  const Launch unasked{p, {}, {}, scalars, nullptr, nullptr, 0, 2};   // no chosen pointer: fine
+  EXPECT_EQ(autotune(unasked, "test|forced", names, 0, launch), 2);
+
+  for (const int bad : {3, -2}) {
+    chosen.clear();
+    const Launch b{p, {}, {}, scalars, nullptr, nullptr, 0, bad, &chosen};
+    EXPECT_THROW(autotune(b, "test|bad", names, 0, launch), Error) << bad;
+    EXPECT_TRUE(chosen.empty()) << bad;
+  }
+  const Launch tune{p, {}, {}, scalars, nullptr, nullptr, 0, -1, &chosen};
+  EXPECT_THROW(autotune(tune, "test|fallback", names, 3, launch), Error);   // fallback past the list
+  EXPECT_THROW(autotune(tune, "test|none", {}, 0, launch), Error);          // nothing to choose from
+  EXPECT_EQ(launches, 0);
+}
+
+// Lesson 04's Triton softmax: a row that fits a tile offers that tile's warp counts first
+// (candidate 0, what a graph capture falls back to), then every loop configuration; a longer
+// row offers only the loop. Every candidate is verified by `klab test` like lesson 05's.
+TEST(AutotuneCandidates, TritonSoftmaxOffersTheRowTileThenTheLoop) {
+  const Impl* im = registry().find_impl("softmax_rows", "triton");
+  if (!im) GTEST_SKIP() << "lesson 04 is not in this build";
+  ASSERT_TRUE(static_cast<bool>(im->candidates));
+  auto names = [&](std::int64_t cols) { return im->candidates(Problem{{4, cols}, DType::bf16, ""}); };
+  const auto fits = names(32768), longer = names(32769), small = names(1000);
+  ASSERT_GE(fits.size(), 3u);
+  EXPECT_EQ(fits[0].rfind("row/32768/", 0), 0u) << fits[0];
+  EXPECT_EQ(small[0].rfind("row/1024/", 0), 0u) << small[0];
+  ASSERT_FALSE(longer.empty());
+  for (const auto& n : longer) EXPECT_EQ(n.rfind("loop/", 0), 0u) << n;
+  // The loop configurations close every list, the same ones in the same order.
+  EXPECT_TRUE(std::equal(longer.rbegin(), longer.rend(), fits.rbegin())) << "the loop candidates differ";
+  EXPECT_EQ(std::set<std::string>(fits.begin(), fits.end()).size(), fits.size());
 }

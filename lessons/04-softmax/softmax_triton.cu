@@ -4,15 +4,22 @@
 //
 // Impls registered here (op softmax_rows):
 //   triton  one program per row: softmax_row_kernel holds the row in one tile (the smallest
-//           of 1024 .. 32768 that fits), softmax_loop_kernel serves longer rows with a
-//           two-sweep online loop. Without Triton in the build it reports why.
+//           of 1024 .. 32768 that fits), softmax_loop_kernel reads it twice in BLOCK steps
+//           (the two-sweep online loop; the only choice past 32768 columns). The first call
+//           for a shape times every candidate (the row tile's warp counts and the loop's
+//           configurations) and caches the fastest (klab::autotune); `klab test` verifies
+//           each one. Without Triton in the build it reports why.
 //
 // Run:  klab test 04 --impl triton       klab run 04 --impl triton,v6_exp2 --shape 8192x8192
+//       klab bench 04 --impl triton --shape 4096x32768 --dtype bf16 --candidate loop/4096/8w
+#include <cuda.h>
 #include <cuda_runtime.h>
 
 #include <cstdint>
 #include <string>
+#include <vector>
 
+#include "klab/autotune.hpp"
 #include "klab/error.hpp"
 #include "klab/op.hpp"
 #include "klab/triton.hpp"
@@ -29,8 +36,58 @@ using klab::Problem;
 
 namespace {
 
-// The smallest Triton tile that holds the row; the two-sweep loop kernel past 32,768.
+// ROW_TILES and LOOP_CONFIGS of softmax_triton.py, in their order (the launchers' algo_ids).
+struct RowTile {
+  std::int64_t block;
+  std::vector<int> warps;
+};
+const std::vector<RowTile> kRowTiles = {{1024, {4}}, {4096, {8}}, {8192, {16}}, {16384, {16}}, {32768, {32, 16}}};
+const std::vector<std::pair<int, int>> kLoopConfigs = {{4096, 8}, {8192, 16}, {16384, 16}, {2048, 4}};
+
+// The smallest tile that holds the row (null past 32768 columns).
+const RowTile* row_tile(std::int64_t cols) {
+  for (const auto& t : kRowTiles)
+    if (cols <= t.block) return &t;
+  return nullptr;
+}
+
+// What the autotuner times for a problem, as Impl::candidates reports it: the row tile's
+// warp counts ("row/32768/32w"), then every loop configuration ("loop/4096/8w").
+std::vector<std::string> triton_candidates(const Problem& p) {
+  std::vector<std::string> names;
+  const std::int64_t cols = p.shape.size() == 2 ? p.shape[1] : 0;
+  if (const RowTile* t = row_tile(cols))
+    for (int w : t->warps) names.push_back("row/" + std::to_string(t->block) + "/" + std::to_string(w) + "w");
+  for (const auto& [block, warps] : kLoopConfigs)
+    names.push_back("loop/" + std::to_string(block) + "/" + std::to_string(warps) + "w");
+  return names;
+}
+
 #if KLAB_HAVE_TRITON
+using Launcher = CUresult (*)(CUstream, CUdeviceptr, CUdeviceptr, int32_t, int32_t, int32_t, int);
+struct Linked {
+  Launcher launch;
+  int (*num_algos)(void);
+};
+
+// The linked launcher of a row tile or of the loop, for a dtype.
+Linked linked(bool f32, std::int64_t block) {
+  switch (block) {
+    case 1024: return f32 ? Linked{tr_softmax_f32_b1024, tr_softmax_f32_b1024_get_num_algos}
+                          : Linked{tr_softmax_bf16_b1024, tr_softmax_bf16_b1024_get_num_algos};
+    case 4096: return f32 ? Linked{tr_softmax_f32_b4096, tr_softmax_f32_b4096_get_num_algos}
+                          : Linked{tr_softmax_bf16_b4096, tr_softmax_bf16_b4096_get_num_algos};
+    case 8192: return f32 ? Linked{tr_softmax_f32_b8192, tr_softmax_f32_b8192_get_num_algos}
+                          : Linked{tr_softmax_bf16_b8192, tr_softmax_bf16_b8192_get_num_algos};
+    case 16384: return f32 ? Linked{tr_softmax_f32_b16384, tr_softmax_f32_b16384_get_num_algos}
+                           : Linked{tr_softmax_bf16_b16384, tr_softmax_bf16_b16384_get_num_algos};
+    case 32768: return f32 ? Linked{tr_softmax_f32_b32768, tr_softmax_f32_b32768_get_num_algos}
+                           : Linked{tr_softmax_bf16_b32768, tr_softmax_bf16_b32768_get_num_algos};
+    default: return f32 ? Linked{tr_softmax_f32_loop, tr_softmax_f32_loop_get_num_algos}
+                        : Linked{tr_softmax_bf16_loop, tr_softmax_bf16_loop_get_num_algos};
+  }
+}
+
 void run_triton(const klab::Launch& l) {
   const lesson04::RowArgs a = lesson04::row_args(l);
   if (a.rows * a.cols == 0) return;
@@ -41,24 +98,18 @@ void run_triton(const klab::Launch& l) {
              diag = static_cast<int32_t>(a.diag);
   CUstream s = reinterpret_cast<CUstream>(a.stream);
   const bool f32 = l.problem.dtype == DType::f32;
-  if (a.cols <= 1024)
-    KLAB_CHECK_CU(f32 ? tr_softmax_f32_b1024_default(s, x, y, rows, cols, diag)
-                      : tr_softmax_bf16_b1024_default(s, x, y, rows, cols, diag));
-  else if (a.cols <= 4096)
-    KLAB_CHECK_CU(f32 ? tr_softmax_f32_b4096_default(s, x, y, rows, cols, diag)
-                      : tr_softmax_bf16_b4096_default(s, x, y, rows, cols, diag));
-  else if (a.cols <= 8192)
-    KLAB_CHECK_CU(f32 ? tr_softmax_f32_b8192_default(s, x, y, rows, cols, diag)
-                      : tr_softmax_bf16_b8192_default(s, x, y, rows, cols, diag));
-  else if (a.cols <= 16384)
-    KLAB_CHECK_CU(f32 ? tr_softmax_f32_b16384_default(s, x, y, rows, cols, diag)
-                      : tr_softmax_bf16_b16384_default(s, x, y, rows, cols, diag));
-  else if (a.cols <= 32768)
-    KLAB_CHECK_CU(f32 ? tr_softmax_f32_b32768_default(s, x, y, rows, cols, diag)
-                      : tr_softmax_bf16_b32768_default(s, x, y, rows, cols, diag));
-  else
-    KLAB_CHECK_CU(f32 ? tr_softmax_f32_loop_default(s, x, y, rows, cols, diag)
-                      : tr_softmax_bf16_loop_default(s, x, y, rows, cols, diag));
+  const RowTile* tile = row_tile(a.cols);
+  const int n_row = tile ? static_cast<int>(tile->warps.size()) : 0;
+  const Linked row = linked(f32, tile ? tile->block : 0), loop = linked(f32, 0);
+  KLAB_REQUIRE(loop.num_algos() == static_cast<int>(kLoopConfigs.size()) && (!tile || row.num_algos() == n_row),
+               "triton softmax: the linked launchers do not match kRowTiles / kLoopConfigs (softmax_triton.py's "
+               "ROW_TILES / LOOP_CONFIGS)");
+  // Candidate c < n_row: the row tile with its c-th warp count; then the loop configurations.
+  auto launch = [&](int c) {
+    KLAB_CHECK_CU(c < n_row ? row.launch(s, x, y, rows, cols, diag, c)
+                            : loop.launch(s, x, y, rows, cols, diag, c - n_row));
+  };
+  launch(klab::autotune(l, "triton|" + l.problem.label(), triton_candidates(l.problem), 0, launch));
 }
 #else
 void run_triton(const klab::Launch&) { KLAB_REQUIRE(false, "built without Triton"); }
@@ -69,10 +120,11 @@ void run_triton(const klab::Launch&) { KLAB_REQUIRE(false, "built without Triton
 // ============================================================================================
 
 KLAB_REGISTER(klab::register_impl({.op = "softmax_rows", .name = "triton",
-                                   .summary = "Triton: one program per row (tile or two-sweep "
-                                              "online loop)",
+                                   .summary = "Triton: one program per row (a row tile or the two-sweep "
+                                              "online loop), the fastest configuration chosen per shape",
                                    .kind = klab::ImplKind::triton,
                                    .supports = [](const Problem&) { return klab::triton_supported(); },
-                                   .run = run_triton}));
+                                   .run = run_triton,
+                                   .candidates = triton_candidates}));
 
 }  // namespace

@@ -80,6 +80,18 @@ def softmax_loop_kernel(x_ptr, y_ptr, rows, cols, diag, BLOCK: tl.constexpr):
         tl.store(y_ptr + base + offs, y.to(y_ptr.dtype.element_ty), mask=offs < cols)
 
 
+# The configurations the first call for a shape times (softmax_triton.cu caches the fastest,
+# klab::autotune; `--candidate` runs one). Row kernels: a tile that holds the row, by BLOCK,
+# with its warp counts; the linked launcher tr_softmax_<dtype>_b<BLOCK> takes the warp count
+# as algo_id, in this order. Loop kernels: (BLOCK, warps), one launcher tr_softmax_<dtype>_loop,
+# algo_id in this order. The whole row of a row kernel lives in registers as fp32 (32768
+# columns: 128 KB, half an SM's register file), so a 32768 tile runs one program per SM at any
+# warp count; the loop kernel reads the row twice but holds one BLOCK at a time, and when the
+# rows in flight fit in the L2 (50 MB) its second read comes from there, not from DRAM.
+ROW_TILES = {1024: (4,), 4096: (8,), 8192: (16,), 16384: (16,), 32768: (32, 16)}
+LOOP_CONFIGS = ((4096, 8), (8192, 16), (16384, 16), (2048, 4))
+
+
 def _configs():
     out = []
     # XMASK per dtype, from the H100 measurements in the README's triton section: bf16 loads
@@ -87,16 +99,10 @@ def _configs():
     # 2-byte scalar loads kept bf16 far from copy speed); fp32 keeps the per-element load mask
     # (at 4096 x 32768 its scalar loads ran faster than the vector loads; not profiled why).
     for ty, tag, xmask in (("fp32", "f32", 1), ("bf16", "bf16", 0)):
-        # (name suffix, kernel, BLOCK, num_warps): the C++ side picks the smallest tile that
-        # holds the row, and the loop kernel past the largest.
-        for suffix, kernel, block, warps in (
-            ("b1024", "softmax_row_kernel", 1024, 4),
-            ("b4096", "softmax_row_kernel", 4096, 8),
-            ("b8192", "softmax_row_kernel", 8192, 16),
-            ("b16384", "softmax_row_kernel", 16384, 16),
-            ("b32768", "softmax_row_kernel", 32768, 32),
-            ("loop", "softmax_loop_kernel", 4096, 8),
-        ):
+        kernels = [(f"b{block}", "softmax_row_kernel", block, warps)
+                   for block, warp_counts in ROW_TILES.items() for warps in warp_counts]
+        kernels += [("loop", "softmax_loop_kernel", block, warps) for block, warps in LOOP_CONFIGS]
+        for suffix, kernel, block, warps in kernels:
             for cols_hint in ("i32:16", "i32"):        # aligned rows first, then any cols
                 out.append(dict(
                     name=f"tr_softmax_{tag}_{suffix}", kernel=kernel,
