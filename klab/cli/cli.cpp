@@ -116,7 +116,8 @@ void add_selection(CLI::App* c, Common& o, bool lessons_positional = true) {
   c->add_option("--dtype", o.dtype, "one dtype: f32, f16, bf16, i32, u8");
   c->add_option("--variant", o.variant, "one variant of ops that have them");
   c->add_option("--candidate", o.candidate,
-                 "run this configuration of the autotuned impls instead of tuning (`klab list` names them)");
+                 "run this configuration of the autotuned impls instead of tuning (`klab list` names them); "
+                 "`all` runs each one in turn (a sweep)");
   c->add_option("--max-elems", o.max_elems, "skip problems with a tensor larger than this (for sanitizer runs)")
       ->check(whole_number<std::int64_t>("a count of elements below 2^63"));
 }
@@ -182,7 +183,7 @@ std::vector<Case> keep_candidate(std::vector<Case> cases, const std::string& nam
       impls.push_back(im);
       for (const auto& n : im->candidates(c.problem)) {
         known.insert(n);
-        found = found || n == name;
+        found = found || n == name || name == "all";
       }
     }
     if (!impls.empty()) kept.push_back(Case{c.op, std::move(impls), c.problem});

@@ -292,7 +292,9 @@ std::string unsupported_reason(const Impl& im, const Problem& p) {
 namespace {
 
 // The runs of an impl on a problem: the impl's own choice (-1), and for an impl with
-// candidates each candidate by index (verification), or only the one `--candidate` names.
+// candidates each candidate by index (verification), or only the one `--candidate` names,
+// or each one (`--candidate all`, a sweep; an impl that cannot run the problem keeps its
+// one run, to be reported unsupported).
 struct Run {
   const Impl* impl;
   int candidate = -1;
@@ -302,7 +304,12 @@ struct Run {
 std::vector<Run> runs_of(const Impl* im, const Problem& p, const RunOptions& opt, bool every_candidate) {
   std::vector<std::string> names;
   if (im->candidates && unsupported_reason(*im, p).empty()) names = im->candidates(p);
-  if (!opt.candidate.empty()) {
+  if (opt.candidate == "all" && !names.empty()) {   // a sweep: every candidate, each its own row
+    std::vector<Run> runs;
+    for (std::size_t k = 0; k < names.size(); ++k) runs.push_back({im, static_cast<int>(k), names[k]});
+    return runs;
+  }
+  if (!opt.candidate.empty() && opt.candidate != "all") {
     for (std::size_t k = 0; k < names.size(); ++k)
       if (names[k] == opt.candidate) return {{im, static_cast<int>(k), names[k]}};
     return {{im, -2, opt.candidate}};   // reported unsupported: no such candidate here
