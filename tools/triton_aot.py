@@ -148,6 +148,22 @@ def _arch_wrapper(name: str, header: str):
     return "\n".join(c), "\n".join(h)
 
 
+def _check_algo_order(aname, headers, linked_c):
+    """The linked launcher's algo_ids must follow the AOT list (its distinct configurations
+    in order of first appearance): a launcher that numbered them otherwise would run one
+    configuration under another's name, and every autotune label and --candidate would lie."""
+    want = []
+    for h in headers:
+        m = re.search(r"^// tt-linker: [^\n]*:([^:\n]+)$", Path(h).read_text(), re.M)
+        if m and m.group(1) not in want:
+            want.append(m.group(1))
+    table = re.search(re.escape(aname) + r"_kernels\[\] = \{([^}]*)\}", linked_c)
+    got = [ln.strip().rstrip(",")[len(aname) + 1:] for ln in (table.group(1) if table else "").splitlines()
+           if ln.strip()]
+    if got != want:
+        sys.exit(f"triton_aot: {aname}: the linker numbered the configurations {got}, the AOT list has {want}")
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("source", type=Path)
@@ -175,6 +191,7 @@ def main():
                 aname = f"{name}_sm{arch}"
                 kdir = tmp / aname
                 kdir.mkdir()
+                in_order = []   # each entry's header, in list order: the order of the algo_ids
                 for i, e in enumerate(entries):
                     ca = tt_compile.CompileArgs(
                         path=str(src), kernel_name=e["kernel"], signature=e["signature"],
@@ -191,14 +208,18 @@ def main():
                             c_parts.append(_unique(f.read_text(), f.stem.replace(".", "_")))
                         else:
                             h_parts.append(f.read_text())
-                headers = sorted(str(h) for h in kdir.glob("*.h"))
+                            in_order.append(f)
+                # The linker numbers the configurations (algo_id) in the order it reads their
+                # headers, so they go in list order: the impls name their candidates by it.
                 saved_argv = sys.argv
-                sys.argv = ["link", *headers, "-o", str(kdir / aname)]
+                sys.argv = ["link", *map(str, in_order), "-o", str(kdir / aname)]
                 try:
                     runpy.run_module("triton.tools.link", run_name="__main__")
                 finally:
                     sys.argv = saved_argv
-                c_parts.append((kdir / f"{aname}.c").read_text().replace("kernel_func_t", f"kernel_func_t_{aname}"))
+                linked_c = (kdir / f"{aname}.c").read_text()
+                _check_algo_order(aname, in_order, linked_c)
+                c_parts.append(linked_c.replace("kernel_func_t", f"kernel_func_t_{aname}"))
                 linked = (kdir / f"{aname}.h").read_text()
                 h_parts.append(linked)
                 linked_headers += linked

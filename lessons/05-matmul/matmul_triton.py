@@ -61,11 +61,13 @@ def matmul_kernel(a_ptr, b_ptr, c_ptr, M, N, K, lda, ldb, ldc,
         b_step = BK * ldb
 
     acc = tl.zeros((BM, BN), dtype=tl.float32)
-    # At least one trip, even at K = 0 (every load is then masked to zero, so C = 0 still):
-    # with a zero-trip path the compiler zeroed the accumulator on that path too, and ptxas
-    # serialized every wgmma of the nt 128x256 kernel (its warning C7515, which
-    # tools/triton_ptx.py reports and CI forbids).
-    for k0 in range(0, tl.maximum(K, 1), BK):
+    # nt: at least one trip, even at K = 0 (every load is then masked to zero, so C = 0
+    # still). With a zero-trip path the compiler zeroed the accumulator on that path too, and
+    # ptxas serialized every wgmma of the nt 128x256 kernel (its warning C7515, which
+    # tools/triton_ptx.py reports and CI forbids). nn and tn never drew the warning and keep
+    # the plain loop (README: the one run of the change).
+    k_end = tl.maximum(K, 1) if B_KMAJ else K
+    for k0 in range(0, k_end, BK):
         a = tl.load(a_ptrs, mask=(rm[:, None] < M) & (rk[None, :] < K - k0), other=0.0)
         b = tl.load(b_ptrs, mask=(rk[:, None] < K - k0) & (rn[None, :] < N), other=0.0)
         acc = tl.dot(a, b, acc)

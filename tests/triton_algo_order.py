@@ -1,0 +1,58 @@
+#!/usr/bin/env python3
+"""The linked Triton launchers number their configurations in the AOT list's order.
+
+    triton_algo_order.py SOURCE_ROOT BUILD_DIR
+
+An autotuned Triton impl names its candidates by algo_id (lesson 05's kTritonNames follows
+CONFIGS, lesson 04's follows ROW_TILES and LOOP_CONFIGS), so the launcher's table
+NAME_smNN_kernels[] must list the distinct configurations of NAME in the order the AOT list
+first gives them. Triton's linker numbers them in the order it reads their headers; read in
+file-name order they came out by hash, and every autotune label and --candidate ran another
+configuration than it named. For each generated lessons/*/triton/STEM.c under BUILD_DIR and
+its lessons/*/STEM.py, compares the two. CPU only. Exit 0 with a summary, 1 with a line per
+launcher out of order.
+"""
+import re
+import sys
+from pathlib import Path
+
+root, build = Path(sys.argv[1]), Path(sys.argv[2])
+sys.path.insert(0, str(root / "tools"))
+import triton_aot  # noqa: E402
+
+
+def algo_info(e):
+    """The linker's name of a configuration: its constexprs, then warps and stages."""
+    consts = [a.strip() for a in e["signature"].split(",") if re.fullmatch(r"-?\d+", a.strip())]
+    return f"{'x'.join(consts)}_warps{e.get('num_warps', 4)}xstages{e.get('num_stages', 3)}"
+
+
+problems, checked = [], 0
+generated = sorted(build.glob("lessons/*/triton/*.c"))
+if not generated:
+    sys.exit(f"triton_algo_order: no generated Triton C files under {build}/lessons/*/triton/")
+for c_file in generated:
+    sources = [p for p in root.glob(f"lessons/*/{c_file.stem}.py")]
+    if len(sources) != 1:
+        continue   # an exercise's file (compiled from the learner's copy) or none: not a lesson kernel
+    triton_aot._install_shim()
+    aot, _ = triton_aot._load_aot_list(sources[0].resolve())
+    want = {}
+    for e in aot:
+        want.setdefault(e["name"], [])
+        if algo_info(e) not in want[e["name"]]:
+            want[e["name"]].append(algo_info(e))
+    text = c_file.read_text()
+    for name, infos in want.items():
+        for arch in triton_aot.ARCHS:
+            table = re.search(rf"\b{name}_sm{arch}_kernels\[\] = \{{([^}}]*)\}}", text)
+            if not table:
+                problems.append(f"{c_file.name}: no launcher table {name}_sm{arch}_kernels")
+                continue
+            got = [ln.strip().rstrip(",")[len(f"{name}_sm{arch}_"):] for ln in table.group(1).splitlines() if ln.strip()]
+            checked += 1
+            if got != infos:
+                problems.append(f"{c_file.name}: {name}_sm{arch} numbers {got}, the AOT list {infos}")
+print("\n".join(problems) if problems else
+      f"triton_algo_order: {checked} launchers in AOT-list order")
+sys.exit(1 if problems or checked == 0 else 0)
