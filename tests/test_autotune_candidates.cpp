@@ -119,3 +119,19 @@ TEST(AutotuneCandidates, TritonSoftmaxOffersTheRowTileThenTheLoop) {
   EXPECT_TRUE(std::equal(longer.rbegin(), longer.rend(), fits.rbegin())) << "the loop candidates differ";
   EXPECT_EQ(std::set<std::string>(fits.begin(), fits.end()).size(), fits.size());
 }
+
+// Lesson 03's Triton sum and argmax time their first stage's configurations (the chunk a
+// program sums, and its shape) per problem: at least two, each name once, the same list
+// for both ops (one table, reductions.cuh's kTritonStage1).
+TEST(AutotuneCandidates, TritonReductionsNameTheirChunks) {
+  const Impl* sum = registry().find_impl("sum", "triton");
+  const Impl* argmax = registry().find_impl("argmax", "triton");
+  if (!sum || !argmax) GTEST_SKIP() << "lesson 03 is not in this build";
+  ASSERT_TRUE(static_cast<bool>(sum->candidates));
+  ASSERT_TRUE(static_cast<bool>(argmax->candidates));
+  const Problem p{{1 << 24}, DType::f32, ""};
+  const auto names = sum->candidates(p);
+  EXPECT_GE(names.size(), 2u);
+  EXPECT_EQ(std::set<std::string>(names.begin(), names.end()).size(), names.size());
+  EXPECT_EQ(names, argmax->candidates(p));
+}

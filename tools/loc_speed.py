@@ -276,7 +276,8 @@ def render(paths, check):
         new = MARK.sub(sub, text)
         if new != text:
             if check:
-                sys.stdout.writelines(difflib.unified_diff(text.splitlines(True), new.splitlines(True), path, path + " (generated)"))
+                sys.stdout.writelines(difflib.unified_diff(text.splitlines(True), new.splitlines(True),
+                                                           path, path + " (generated)"))
                 rc = 1
             else:
                 Path(path).write_text(new)

@@ -12,7 +12,7 @@
 //   v2_vec_last_block   16-byte loads, 4 in flight, one launch: the last block reduces the
 //                       partials (the sum v4 pattern)
 //   cub                 cub::DeviceReduce::ArgMax
-//   triton              reduce_triton.py, two stages
+//   triton              reduce_triton.py, two stages; the chunk timed per shape (klab::autotune)
 // Every version is deterministic: max and "lowest index" do not depend on the order.
 //
 // Run:  klab test 03 --op argmax     klab bench 03 --op argmax
@@ -24,6 +24,7 @@
 #include <string>
 #include <vector>
 
+#include "klab/autotune.hpp"
 #include "klab/device/warp.cuh"
 #include "klab/op.hpp"
 #include "klab/rng.hpp"
@@ -275,10 +276,10 @@ void run_cub(const klab::Launch& l) {
                                             l.out[1].as<int>(), n, l.stream));
 }
 
-constexpr std::int64_t kTritonChunk = 65536;  // CHUNK in reduce_triton.py
-
+// Triton: stage 1 writes one (max, index) partial per chunk (the chunk per candidate,
+// kTritonStage1), stage 2 combines them; the fastest candidate per shape.
 std::size_t triton_argmax_workspace(const Problem& p) {
-  return partials_bytes(klab::ceil_div<std::int64_t>(p.shape[0], kTritonChunk));
+  return partials_bytes(klab::ceil_div<std::int64_t>(p.shape[0], lesson03::kTritonMinChunk));
 }
 
 void run_triton(const klab::Launch& l) {
@@ -286,13 +287,18 @@ void run_triton(const klab::Launch& l) {
   const std::int64_t n = l.problem.shape[0];
   if (n == 0) return write_empty(l);
   klab::triton_prepare();
-  const std::int64_t parts = klab::ceil_div<std::int64_t>(n, kTritonChunk);
+  KLAB_REQUIRE(tr_argmax_stage1_f32_get_num_algos() == lesson03::kTritonStage1Count,
+               "triton argmax: the linked stage 1 does not match kTritonStage1 (reduce_triton.py's STAGE1_CONFIGS)");
   const auto s = reinterpret_cast<CUstream>(l.stream);
-  const auto pv = reinterpret_cast<CUdeviceptr>(l.workspace);
-  const auto pi = pv + align16(static_cast<std::size_t>(parts) * 4);  // 16-byte aligned: the launcher checks
-  KLAB_CHECK_CU(tr_argmax_stage1_f32_default(s, reinterpret_cast<CUdeviceptr>(l.in[0].data), pv, pi, n));
-  KLAB_CHECK_CU(tr_argmax_stage2_f32_default(s, pv, pi, reinterpret_cast<CUdeviceptr>(l.out[0].data),
-                                             reinterpret_cast<CUdeviceptr>(l.out[1].data), parts));
+  auto launch = [&](int c) {
+    const std::int64_t parts = klab::ceil_div<std::int64_t>(n, lesson03::kTritonStage1[c].chunk);
+    const auto pv = reinterpret_cast<CUdeviceptr>(l.workspace);
+    const auto pi = pv + align16(static_cast<std::size_t>(parts) * 4);  // 16-byte aligned: the launcher checks
+    KLAB_CHECK_CU(tr_argmax_stage1_f32(s, reinterpret_cast<CUdeviceptr>(l.in[0].data), pv, pi, n, c));
+    KLAB_CHECK_CU(tr_argmax_stage2_f32_default(s, pv, pi, reinterpret_cast<CUdeviceptr>(l.out[0].data),
+                                               reinterpret_cast<CUdeviceptr>(l.out[1].data), parts));
+  };
+  launch(klab::autotune(l, "triton|" + l.problem.label(), lesson03::triton_stage1_candidates(l.problem), 0, launch));
 #else
   (void)l;
   KLAB_REQUIRE(false, "built without Triton");
@@ -321,7 +327,8 @@ KLAB_REGISTER(klab::register_impl({.op = "argmax", .name = "cub",
                                    .kind = klab::ImplKind::vendor, .workspace = cub_argmax_bytes,
                                    .run = run_cub}));
 KLAB_REGISTER(klab::register_impl({.op = "argmax", .name = "triton",
-                                   .summary = "Triton: chunk partials, then one program (reduce_triton.py)",
+                                   .summary = "Triton: chunk partials, then one program; the chunk chosen per shape",
                                    .kind = klab::ImplKind::triton,
                                    .supports = [](const Problem&) { return klab::triton_supported(); },
-                                   .workspace = triton_argmax_workspace, .run = run_triton}));
+                                   .workspace = triton_argmax_workspace, .run = run_triton,
+                                   .candidates = lesson03::triton_stage1_candidates}));

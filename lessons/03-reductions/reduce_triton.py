@@ -82,16 +82,20 @@ def argmax_stage2(pval_ptr, pidx_ptr, val_ptr, idx_ptr, m, BLOCK: tl.constexpr):
     tl.store(idx_ptr, mi)
 
 
-# CHUNK must match kTritonChunk in sum.cu and argmax.cu. The first stages twice: with n
-# hinted divisible by 16 (the mask `offs < n` is then known constant over 16-byte runs, so
-# each load moves 16 bytes) and without (any n); the linked launcher picks by n. The
-# second stages read a few hundred partials: one variant.
-STAGE1 = (("tr_sum_stage1_f32", "sum_stage1", "*fp32:16, *fp32:16, i64{h}, 65536, 4096"),
-          ("tr_sum_stage1_i32", "sum_stage1", "*i32:16, *i32:16, i64{h}, 65536, 4096"),
-          ("tr_argmax_stage1_f32", "argmax_stage1", "*fp32:16, *fp32:16, *i32:16, i64{h}, 65536, 4096"))
-AOT = [dict(name=name, kernel=kernel, signature=sig.format(h=hint), grid="(n + 65535) / 65536, 1, 1",
-            num_warps=8, num_stages=3)
-       for name, kernel, sig in STAGE1 for hint in (":16", "")] + [
+# The first stages' configurations (CHUNK, BLOCK, warps), in order: the linked launcher's
+# algo_ids, which reductions.cuh's kTritonStage1 names and sum.cu / argmax.cu time per shape
+# (klab::autotune). CHUNK sets the number of programs: at 2^24 elements 65536 gives 256
+# programs, under two per SM, and 16384 gives 1024. Each is built twice: with n hinted
+# divisible by 16 (the mask `offs < n` is then known constant over 16-byte runs, so each
+# load moves 16 bytes) and without (any n); the linked launcher picks by n. The second
+# stages read the partials, a few thousand at most: one variant.
+STAGE1_CONFIGS = ((65536, 4096, 8), (32768, 4096, 8), (16384, 4096, 8), (16384, 2048, 4))
+STAGE1 = (("tr_sum_stage1_f32", "sum_stage1", "*fp32:16, *fp32:16, i64{h}, {chunk}, {block}"),
+          ("tr_sum_stage1_i32", "sum_stage1", "*i32:16, *i32:16, i64{h}, {chunk}, {block}"),
+          ("tr_argmax_stage1_f32", "argmax_stage1", "*fp32:16, *fp32:16, *i32:16, i64{h}, {chunk}, {block}"))
+AOT = [dict(name=name, kernel=kernel, signature=sig.format(h=hint, chunk=chunk, block=block),
+            grid=f"(n + {chunk - 1}) / {chunk}, 1, 1", num_warps=warps, num_stages=3)
+       for name, kernel, sig in STAGE1 for chunk, block, warps in STAGE1_CONFIGS for hint in (":16", "")] + [
     dict(name="tr_sum_stage2_f32", kernel="sum_stage2", signature="*fp32:16, *fp32:16, i64, 1024",
          grid="1, 1, 1", num_warps=4, num_stages=1),
     dict(name="tr_sum_stage2_i32", kernel="sum_stage2", signature="*i32:16, *i32:16, i64, 1024",

@@ -10,6 +10,7 @@
 #include <cstdint>
 #include <limits>
 #include <string>
+#include <vector>
 
 #include "klab/compare.hpp"
 #include "klab/device.hpp"
@@ -81,6 +82,26 @@ inline klab::Tolerance float_scan_tolerance(std::int64_t n) {
   klab::Tolerance t = float_sum_tolerance(n);
   t.atol_at = [](std::int64_t i) { return float_sum_tolerance(i + 1).atol; };
   return t;
+}
+
+// The Triton first stages' configurations: reduce_triton.py's STAGE1_CONFIGS in its order
+// (the linked launchers' algo_ids). `chunk` is what one program sums, so a candidate writes
+// ceil(n / chunk) partials; the workspace is sized for the smallest chunk.
+struct TritonStage1 {
+  std::int64_t chunk;
+  const char* name;   // CHUNK/BLOCK/warps, as --candidate takes it
+};
+inline constexpr TritonStage1 kTritonStage1[] = {
+    {65536, "chunk65536/4096/8w"}, {32768, "chunk32768/4096/8w"}, {16384, "chunk16384/4096/8w"},
+    {16384, "chunk16384/2048/4w"}};
+inline constexpr std::int64_t kTritonMinChunk = 16384;
+inline constexpr int kTritonStage1Count = sizeof(kTritonStage1) / sizeof(kTritonStage1[0]);
+
+// What the Triton sum and argmax time per shape (klab::autotune), as Impl::candidates says.
+inline std::vector<std::string> triton_stage1_candidates(const klab::Problem&) {
+  std::vector<std::string> names;
+  for (const auto& c : kTritonStage1) names.push_back(c.name);
+  return names;
 }
 
 // The ops of this lesson take one dimension, n >= 0.

@@ -17,7 +17,8 @@
 //                      serves faster take more. One launch, no memset. fp32: NOT bitwise
 //                      reproducible (which chunks a block adds depends on timing); int32: exact
 //   cub                cub::DeviceReduce::Sum
-//   triton             reduce_triton.py: two launches (chunk partials, then one program)
+//   triton             reduce_triton.py: two launches (chunk partials, then one program),
+//                      the chunk and program shape timed per shape (klab::autotune)
 //   exercise           (registered by exercise.cu) the warp-shuffle block reduction, written by you
 // Versions of mean:
 //   v1_vec_last_block  sum's v4_vec_last_block kernel, whose last block divides by n
@@ -35,6 +36,7 @@
 #include <string>
 #include <vector>
 
+#include "klab/autotune.hpp"
 #include "klab/device/block.cuh"
 #include "klab/op.hpp"
 #include "klab/rng.hpp"
@@ -511,29 +513,35 @@ void run_mean_cub(const klab::Launch& l) {
   KLAB_CHECK_LAUNCH();
 }
 
-// Triton: stage 1 sums chunks of 65536 elements into partials, stage 2 sums the partials.
-constexpr std::int64_t kTritonChunk = 65536;
-
+// Triton: stage 1 sums chunks into partials (the chunk and the program's shape per
+// candidate, kTritonStage1), stage 2 sums the partials; the fastest candidate per shape.
 std::size_t triton_sum_workspace(const Problem& p) {
-  return static_cast<std::size_t>(klab::ceil_div<std::int64_t>(p.shape[0], kTritonChunk)) * 4 + 16;
+  return static_cast<std::size_t>(klab::ceil_div<std::int64_t>(p.shape[0], lesson03::kTritonMinChunk)) * 4 + 16;
 }
 
 void run_sum_triton(const klab::Launch& l) {
 #if KLAB_HAVE_TRITON
   klab::triton_prepare();
   const std::int64_t n = l.problem.shape[0];
-  const std::int64_t parts = klab::ceil_div<std::int64_t>(n, kTritonChunk);
   const auto x = reinterpret_cast<CUdeviceptr>(l.in[0].data);
   const auto ws = reinterpret_cast<CUdeviceptr>(l.workspace);
   const auto out = reinterpret_cast<CUdeviceptr>(l.out[0].data);
   const auto s = reinterpret_cast<CUstream>(l.stream);
-  if (l.problem.dtype == DType::f32) {
-    KLAB_CHECK_CU(tr_sum_stage1_f32_default(s, x, ws, n));
-    KLAB_CHECK_CU(tr_sum_stage2_f32_default(s, ws, out, parts));  // parts = 0 writes 0
-  } else {
-    KLAB_CHECK_CU(tr_sum_stage1_i32_default(s, x, ws, n));
-    KLAB_CHECK_CU(tr_sum_stage2_i32_default(s, ws, out, parts));
-  }
+  const bool f32 = l.problem.dtype == DType::f32;
+  const int linked = f32 ? tr_sum_stage1_f32_get_num_algos() : tr_sum_stage1_i32_get_num_algos();
+  KLAB_REQUIRE(linked == lesson03::kTritonStage1Count,
+               "triton sum: the linked stage 1 does not match kTritonStage1 (reduce_triton.py's STAGE1_CONFIGS)");
+  auto launch = [&](int c) {
+    const std::int64_t parts = klab::ceil_div<std::int64_t>(n, lesson03::kTritonStage1[c].chunk);
+    if (f32) {
+      KLAB_CHECK_CU(tr_sum_stage1_f32(s, x, ws, n, c));
+      KLAB_CHECK_CU(tr_sum_stage2_f32_default(s, ws, out, parts));  // parts = 0 writes 0
+    } else {
+      KLAB_CHECK_CU(tr_sum_stage1_i32(s, x, ws, n, c));
+      KLAB_CHECK_CU(tr_sum_stage2_i32_default(s, ws, out, parts));
+    }
+  };
+  launch(klab::autotune(l, "triton|" + l.problem.label(), lesson03::triton_stage1_candidates(l.problem), 0, launch));
 #else
   (void)l;
   KLAB_REQUIRE(false, "built without Triton");
@@ -580,10 +588,11 @@ KLAB_REGISTER(klab::register_impl({.op = "sum", .name = "cub",
                                    .workspace = [](const Problem& p) { return cub_sum_bytes(p.dtype, p.shape[0]); },
                                    .run = run_sum_cub}));
 KLAB_REGISTER(klab::register_impl({.op = "sum", .name = "triton",
-                                   .summary = "Triton: chunk partials, then one program (reduce_triton.py)",
+                                   .summary = "Triton: chunk partials, then one program; the chunk chosen per shape",
                                    .kind = klab::ImplKind::triton,
                                    .supports = [](const Problem&) { return klab::triton_supported(); },
-                                   .workspace = triton_sum_workspace, .run = run_sum_triton}));
+                                   .workspace = triton_sum_workspace, .run = run_sum_triton,
+                                   .candidates = lesson03::triton_stage1_candidates}));
 
 KLAB_REGISTER(klab::register_op(make_mean_op()));
 KLAB_REGISTER(klab::register_impl({.op = "mean", .name = "v1_vec_last_block",
