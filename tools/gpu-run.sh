@@ -163,7 +163,7 @@ per_lesson() {  # verb, key in the JSON (verify|bench), timeout, extra args...
 import json, sys, glob, os
 out, verb, key = sys.argv[1:4]
 path = os.path.join(out, verb + ".json")
-merged = json.load(open(path)) if os.path.exists(path) else {key: []}
+merged = {key: []}   # made afresh from the per-lesson files: a second call must not add them twice
 # Each lesson's own file stays (its date and run seed are the ones a lesson's bench JSON keeps);
 # the merged one is for reading a whole run at once.
 for f in sorted(glob.glob(os.path.join(out, verb + "-[0-9][0-9].json"))):

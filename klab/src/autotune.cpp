@@ -7,6 +7,7 @@
 #include <cstdlib>
 #include <mutex>
 #include <unordered_map>
+#include <utility>
 
 #include "klab/error.hpp"
 
@@ -28,12 +29,20 @@ int choose(const Launch& l, const std::string& key, const std::vector<std::strin
   KLAB_REQUIRE(forced == -1, "autotune " + key + ": candidate " + std::to_string(forced) + " (-1 autotunes)");
   KLAB_REQUIRE(fallback >= 0 && fallback < candidates,
                "autotune " + key + ": fallback " + std::to_string(fallback) + " is not a candidate");
+  // The cache keeps each key's candidate list with its winner: two impls that passed the same
+  // key (say, two ops whose problems print alike) would otherwise reuse each other's choice,
+  // and an index into a shorter list would run a configuration that does not exist.
   static std::mutex mu;
-  static std::unordered_map<std::string, int> best;
+  static std::unordered_map<std::string, std::pair<std::vector<std::string>, int>> best;
   {
     std::lock_guard<std::mutex> lock(mu);
     auto it = best.find(key);
-    if (it != best.end()) return it->second;
+    if (it != best.end()) {
+      KLAB_REQUIRE(it->second.first == names, "autotune " + key +
+                                                  ": the key was used before with other candidates (make the key name "
+                                                  "the op and the impl)");
+      return it->second.second;
+    }
   }
   if (candidates == 1) return 0;
   cudaStreamCaptureStatus cap = cudaStreamCaptureStatusNone;
@@ -70,7 +79,7 @@ int choose(const Launch& l, const std::string& key, const std::vector<std::strin
   KLAB_CHECK_CUDA(cudaEventDestroy(t0));
   KLAB_CHECK_CUDA(cudaEventDestroy(t1));
   std::lock_guard<std::mutex> lock(mu);
-  best[key] = winner;
+  best[key] = {names, winner};
   return winner;
 }
 

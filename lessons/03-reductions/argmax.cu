@@ -298,7 +298,7 @@ void run_triton(const klab::Launch& l) {
     KLAB_CHECK_CU(tr_argmax_stage2_f32_default(s, pv, pi, reinterpret_cast<CUdeviceptr>(l.out[0].data),
                                                reinterpret_cast<CUdeviceptr>(l.out[1].data), parts));
   };
-  launch(klab::autotune(l, "triton|" + l.problem.label(), lesson03::triton_stage1_candidates(l.problem), 0, launch));
+  launch(klab::autotune(l, "argmax|triton|" + l.problem.label(), lesson03::triton_stage1_candidates(l.problem), 0, launch));
 #else
   (void)l;
   KLAB_REQUIRE(false, "built without Triton");

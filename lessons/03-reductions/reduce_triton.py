@@ -88,7 +88,8 @@ def argmax_stage2(pval_ptr, pidx_ptr, val_ptr, idx_ptr, m, BLOCK: tl.constexpr):
 # programs, under two per SM, and 16384 gives 1024. Each is built twice: with n hinted
 # divisible by 16 (the mask `offs < n` is then known constant over 16-byte runs, so each
 # load moves 16 bytes) and without (any n); the linked launcher picks by n. The second
-# stages read the partials, a few thousand at most: one variant.
+# stages read the partials (n / CHUNK of them: 16384 at 2^28 with the smallest chunk), one
+# program looping over them: one variant.
 STAGE1_CONFIGS = ((65536, 4096, 8), (32768, 4096, 8), (16384, 4096, 8), (16384, 2048, 4))
 STAGE1 = (("tr_sum_stage1_f32", "sum_stage1", "*fp32:16, *fp32:16, i64{h}, {chunk}, {block}"),
           ("tr_sum_stage1_i32", "sum_stage1", "*i32:16, *i32:16, i64{h}, {chunk}, {block}"),

@@ -96,6 +96,12 @@ inline constexpr TritonStage1 kTritonStage1[] = {
     {16384, "chunk16384/2048/4w"}};
 inline constexpr std::int64_t kTritonMinChunk = 16384;
 inline constexpr int kTritonStage1Count = sizeof(kTritonStage1) / sizeof(kTritonStage1[0]);
+constexpr bool min_chunk_is_smallest() {
+  for (const auto& c : kTritonStage1)
+    if (c.chunk < kTritonMinChunk) return false;
+  return true;
+}
+static_assert(min_chunk_is_smallest(), "kTritonMinChunk sizes the partials: it must be the smallest chunk");
 
 // What the Triton sum and argmax time per shape (klab::autotune), as Impl::candidates says.
 inline std::vector<std::string> triton_stage1_candidates(const klab::Problem&) {

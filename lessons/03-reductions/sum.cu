@@ -541,7 +541,7 @@ void run_sum_triton(const klab::Launch& l) {
       KLAB_CHECK_CU(tr_sum_stage2_i32_default(s, ws, out, parts));
     }
   };
-  launch(klab::autotune(l, "triton|" + l.problem.label(), lesson03::triton_stage1_candidates(l.problem), 0, launch));
+  launch(klab::autotune(l, "sum|triton|" + l.problem.label(), lesson03::triton_stage1_candidates(l.problem), 0, launch));
 #else
   (void)l;
   KLAB_REQUIRE(false, "built without Triton");

@@ -109,7 +109,7 @@ void run_triton(const klab::Launch& l) {
     KLAB_CHECK_CU(c < n_row ? row.launch(s, x, y, rows, cols, diag, c)
                             : loop.launch(s, x, y, rows, cols, diag, c - n_row));
   };
-  launch(klab::autotune(l, "triton|" + l.problem.label(), triton_candidates(l.problem), 0, launch));
+  launch(klab::autotune(l, "softmax_rows|triton|" + l.problem.label(), triton_candidates(l.problem), 0, launch));
 }
 #else
 void run_triton(const klab::Launch&) { KLAB_REQUIRE(false, "built without Triton"); }

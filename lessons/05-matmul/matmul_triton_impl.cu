@@ -79,7 +79,7 @@ void run_triton(const klab::Launch& l) {
   KLAB_REQUIRE(lay.num_algos() == static_cast<int>(names.size()),
                "triton matmul: the launcher links " + std::to_string(lay.num_algos()) + " configurations, " +
                    std::to_string(names.size()) + " named (kTritonNames follows CONFIGS in matmul_triton.py)");
-  const int best = klab::autotune(l, "triton|" + l.problem.label(), names, 0, launch);
+  const int best = klab::autotune(l, "matmul|triton|" + l.problem.label(), names, 0, launch);
   launch(best);
 #else
   (void)l;

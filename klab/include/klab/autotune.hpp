@@ -3,8 +3,9 @@
 // The fastest tile configuration depends on the shape (a 128x128 tile leaves most SMs idle
 // on a 512x512 output; a 64x64 tile wastes bandwidth on an 8192^3 one), so the first call
 // for a shape times each candidate and every later call reuses the winner. The cache lives
-// for the process (in memory); the key names what decides the choice (op, shape, dtype,
-// layout), so a new shape is timed once. Lesson 05 teaches it (v8_autotuned,
+// for the process (in memory); the key names the op and the impl and what decides the choice
+// (shape, dtype, layout), so a new shape is timed once and two impls never share a choice
+// (a key reused with another candidate list is a klab::Error). Lesson 05 teaches it (v8_autotuned,
 // v13_mma_autotuned and its Triton matmul); any impl with Impl::candidates can use it.
 //
 // The timing runs on the launch stream during the harness's warm-up launches, never inside
