@@ -14,7 +14,9 @@ only a comment.
   CUDA    the `__global__` and `__device__` functions (and the structs holding `__device__`
           members, such as an element-wise op's functor) that the version's launcher reaches
           through the lesson's own files, following names from the function that
-          `.run = ...` registers. Host code (launchers, argument checks) is not counted, and
+          `.run = ...` registers (a struct's members are reached through the struct's name).
+          By name, not by evaluating templates: a launcher that dispatches counts every
+          kernel it names. Host code (launchers, argument checks) is not counted, and
           neither are the framework's primitives (klab/include/klab/device/: warp and block
           reductions, vector loads), which a lesson teaches once and later lessons include.
   Triton  the `@triton.jit` functions of the lesson's *_triton.py that the op's launcher
@@ -34,9 +36,11 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "tools"))
+import impl_index  # noqa: E402  (its C++ comment and string blanking)
 
 MARK = re.compile(r"<!-- loc-speed (?P<attrs>[^>]*?) -->\n(?P<body>.*?)<!-- /loc-speed -->\n?", re.S)
-KEYWORDS = {"if", "for", "while", "switch", "catch", "return", "sizeof", "static_assert", "decltype", "alignof"}
+KEYWORDS = {"if", "for", "while", "switch", "catch", "return", "sizeof", "static_assert", "decltype", "alignof",
+            "constexpr", "else", "do", "case", "throw", "new", "delete", "noexcept", "alignas", "typeid"}
 
 
 class Problem(Exception):
@@ -44,29 +48,8 @@ class Problem(Exception):
 
 
 def strip_cpp(text):
-    """Comments and string literals blanked, line structure kept."""
-    out, i, n = [], 0, len(text)
-    while i < n:
-        c = text[i]
-        if text.startswith("//", i):
-            j = text.find("\n", i)
-            j = n if j < 0 else j
-            i = j
-        elif text.startswith("/*", i):
-            j = text.find("*/", i + 2)
-            j = n if j < 0 else j + 2
-            out.append("\n" * text.count("\n", i, j))
-            i = j
-        elif c == '"' or c == "'":
-            j = i + 1
-            while j < n and text[j] != c:
-                j += 2 if text[j] == "\\" else 1
-            out.append(c + c)
-            i = j + 1
-        else:
-            out.append(c)
-            i += 1
-    return "".join(out)
+    """Comments and string literals blanked, line structure kept (impl_index's reader)."""
+    return impl_index.blank_comments_and_strings(text)
 
 
 def match_close(s, i, open_ch, close_ch):
@@ -86,7 +69,7 @@ def definitions(path):
     C++/CUDA file, lines 1-based, comments removed."""
     s = strip_cpp(path.read_text())
     found = []
-    for m in re.finditer(r"\b(struct|class)\s+(\w+)[^;{()]*\{", s):
+    for m in re.finditer(r"\b(struct|class)\s+(\w+)[^;{()<>,]*\{", s):
         end = match_close(s, m.end() - 1, "{", "}")
         body = s[m.start():end + 1]
         found.append((m.group(2), "__device__" in body, s.count("\n", 0, m.start()) + 1,
@@ -117,9 +100,10 @@ def definitions(path):
         if re.search(r"[=(,]\s*$", head) or "<<<" in head:
             continue   # a call or an initializer, not a definition
         end = match_close(s, k, "{", "}")
-        first = s.count("\n", 0, start + 1) + 1
-        while not s.splitlines()[first - 1].strip() if first - 1 < len(s.splitlines()) else False:
-            first += 1
+        begin = start + 1
+        while begin < m.start() and s[begin].isspace():
+            begin += 1
+        first = s.count("\n", 0, begin) + 1   # the declaration's first line, not the previous statement's
         found.append((name, "__global__" in head or "__device__" in head, first,
                       s.count("\n", 0, end) + 1, s[start + 1:end + 1]))
     return found, s
@@ -139,7 +123,10 @@ class Lesson:
                 continue
             found, s = definitions(p)
             self.text[p] = s
+            structs = [(a, b) for name, dev, a, b, body in found if re.match(r"(struct|class)\b", body)]
             for name, dev, a, b, body in found:
+                if any(sa < a and b <= sb for sa, sb in structs):
+                    continue   # a member: counted with its struct, reached through the struct's name
                 self.defs.setdefault(name, []).append((p, dev, a, b, body))
         self.runs = {}   # (op, impl) -> (run function, kind)
         for p, s in self.text.items():
@@ -201,8 +188,12 @@ class Lesson:
             lines = py.read_text().splitlines()
             for k in kernels & set(jit):
                 f = jit[k]
-                total += sum(1 for ln in lines[f.lineno - 1:f.end_lineno]
-                             if ln.strip() and not ln.strip().startswith("#"))
+                doc = set()
+                if ast.get_docstring(f) is not None:
+                    d = f.body[0]
+                    doc = set(range(d.lineno, d.end_lineno + 1))
+                total += sum(1 for n, ln in enumerate(lines[f.lineno - 1:f.end_lineno], f.lineno)
+                             if ln.strip() and not ln.strip().startswith("#") and n not in doc)
         if not kernels:
             raise Problem(f"{self.folder.name}: no Triton kernel found for {op}")
         return total, kernels
@@ -237,7 +228,7 @@ def region(lesson_ids):
             notes.append(f"{op}: Triton {', '.join(sorted(kernels))}")
             by_problem = {}
             for r in j["bench"]:
-                if r["op"] == op and r.get("median_ms") and r.get("status") != "unsupported":
+                if r["op"] == op and r.get("median_ms") and r.get("status") in ("pass", "ok"):
                     by_problem.setdefault(label(r["problem"]), []).append(r)
             for prob, rs in by_problem.items():
                 tri = [r for r in rs if r["impl"] == "triton"]
@@ -251,8 +242,10 @@ def region(lesson_ids):
                             f"{t_lines} | {t['pct_peak']:.1f}% | {best['median_ms'] / t['median_ms']:.2f}x |")
     if not rows:
         raise Problem(f"lessons {','.join(lesson_ids)}: no problem where both a CUDA version and triton ran")
-    head = ("Lines: device code only, non-blank and not only a comment (the kernels a version launches and "
-            "the lesson's own device functions they call; the framework's shared primitives not counted). "
+    head = ("Lines: device code only, non-blank and not only a comment (the kernels a version's launcher "
+            "reaches by name and the lesson's own device functions and structs they use; the framework's shared "
+            "primitives not counted). A launcher that dispatches counts every kernel it names: a version that "
+            "serves fp32 and bf16 with different kernels counts both. "
             "Speed: % of the measured peak in each lesson's checked-in bench run; the last column is the "
             "best CUDA version's time over Triton's (above 1: Triton faster). Generated by "
             "`tools/loc_speed.py` from the sources and bench JSON.\n\n"

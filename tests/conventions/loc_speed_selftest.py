@@ -6,6 +6,9 @@ MODE: committed     --check on docs/triton-vs-cuda.md as committed: exit 0
       hand_edited   a copy with one generated number changed: --check exits 1 and shows it
       no_lessons    a marker without lessons=: exit 1, one line
       no_such       lessons=99: exit 1, one line
+      counts        the C++ reader on a fixture: exact spans and line counts (a declaration
+                    starts on its own line; comments, a template parameter list, an
+                    `if constexpr` and a struct's members are no definitions of their own)
 """
 import subprocess
 import sys
@@ -31,6 +34,33 @@ elif mode == "no_lessons":
     copy.write_text("<!-- loc-speed lesson=01 -->\n<!-- /loc-speed -->\n")
 elif mode == "no_such":
     copy.write_text("<!-- loc-speed lessons=99 -->\n<!-- /loc-speed -->\n")
+elif mode == "counts":
+    sys.path.insert(0, str(root / "tools"))
+    import loc_speed
+    copy = scratch / "fixture.cu"
+    copy.write_text("""// header
+constexpr int k = 256;
+__global__ void k1(float* x) {
+  x[0] = 1;  // a comment
+  /* block */
+}
+template <class TA, class TC>
+struct ZSlice {
+  __device__ int at(int i) const { return i; }
+  int load() { return 0; }
+};
+void run_k1() {
+  if constexpr (true) { k1<<<1, 1>>>(nullptr); }
+}
+""")
+    found, text = loc_speed.definitions(copy)
+    got = {name: (dev, first, last, loc_speed.code_lines(text, first, last)) for name, dev, first, last, _ in found
+           if first}
+    want = {"k1": (True, 3, 6, 3), "ZSlice": (True, 8, 11, 4), "at": (True, 9, 9, 1), "load": (False, 10, 10, 1),
+            "run_k1": (False, 12, 14, 3)}
+    ok = got == want
+    print(f"loc_speed_selftest counts: {'ok' if ok else 'FAILED'}\n got  {got}\n want {want}")
+    sys.exit(0 if ok else 1)
 else:
     sys.exit(f"unknown mode {mode}")
 r = subprocess.run(tool + [str(copy)], capture_output=True, text=True)
