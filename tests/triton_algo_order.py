@@ -9,7 +9,9 @@ NAME_smNN_kernels[] must list the distinct configurations of NAME in the order t
 first gives them. Triton's linker numbers them in the order it reads their headers; read in
 file-name order they came out by hash, and every autotune label and --candidate ran another
 configuration than it named. For each generated lessons/*/triton/STEM.c under BUILD_DIR and
-its lessons/*/STEM.py, compares the two. CPU only. Exit 0 with a summary, 1 with a line per
+its lessons/*/STEM.py, compares the two; then compares the C++ tables that name the
+candidates (kTritonNames, kRowTiles and kLoopConfigs, kTritonStage1) with the Python lists
+they follow. CPU only. Exit 0 with a summary, 1 with a line per
 launcher out of order.
 """
 import re
@@ -53,6 +55,49 @@ for c_file in generated:
             checked += 1
             if got != infos:
                 problems.append(f"{c_file.name}: {name}_sm{arch} numbers {got}, the AOT list {infos}")
+
+
+# The C++ side names the same configurations in the same order: a swapped pair there would
+# label one configuration with another's name as surely as a linker out of order.
+def module(rel):
+    triton_aot._install_shim()
+    return triton_aot._load_aot_list((root / rel).resolve())[1]
+
+
+def block(rel, name):
+    m = re.search(rf"\b{name}\b[^=]*=\s*\{{(.*?)\}};", (root / rel).read_text(), re.S)
+    if not m:
+        problems.append(f"{rel}: no table {name}")
+        return ""
+    return m.group(1)
+
+
+def same(what, cpp, py):
+    global checked
+    checked += 1
+    if cpp != py:
+        problems.append(f"{what}: the C++ names {cpp}, the Python list {py}")
+
+
+mm = module("lessons/05-matmul/matmul_triton.py")
+same("lessons/05-matmul/matmul_triton_impl.cu kTritonNames",
+     re.findall(r'"([^"]+)"', block("lessons/05-matmul/matmul_triton_impl.cu", "kTritonNames")),
+     [f"{bm}x{bn}x{bk}/{w}w/{st}st" for bm, bn, bk, _, w, st in mm.CONFIGS])
+sm = module("lessons/04-softmax/softmax_triton.py")
+same("lessons/04-softmax/softmax_triton.cu kRowTiles",
+     [(int(b), [int(w) for w in ws.split(",")])
+      for b, ws in re.findall(r"\{(\d+), \{([\d, ]+)\}\}", block("lessons/04-softmax/softmax_triton.cu", "kRowTiles"))],
+     [(b, list(ws)) for b, ws in sm.ROW_TILES.items()])
+same("lessons/04-softmax/softmax_triton.cu kLoopConfigs",
+     [(int(b), int(w)) for b, w in re.findall(r"\{(\d+), (\d+)\}",
+                                              block("lessons/04-softmax/softmax_triton.cu", "kLoopConfigs"))],
+     [tuple(c) for c in sm.LOOP_CONFIGS])
+rd = module("lessons/03-reductions/reduce_triton.py")
+same("lessons/03-reductions/reductions.cuh kTritonStage1",
+     [(int(c), n) for c, n in re.findall(r'\{(\d+), "([^"]+)"\}', block("lessons/03-reductions/reductions.cuh",
+                                                                        "kTritonStage1"))],
+     [(c, f"chunk{c}/{b}/{w}w") for c, b, w in rd.STAGE1_CONFIGS])
+
 print("\n".join(problems) if problems else
-      f"triton_algo_order: {checked} launchers in AOT-list order")
+      f"triton_algo_order: {checked} launchers and candidate-name tables in AOT-list order")
 sys.exit(1 if problems or checked == 0 else 0)
