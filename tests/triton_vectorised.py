@@ -15,9 +15,7 @@ once hinted only its strides, not M, N and K: every load of A and B was one 2-by
 and the loop was not pipelined, at 0.20x cuBLAS. The same entries must not draw ptxas's
 warning C7515 (wgmma serialized: each k-step's tensor-core instructions wait for each other):
 the nt matmul's 128x256 kernel did, from a zero-trip path of its K loop, until its loop was
-made to run at least once. An entry that keeps the warning on purpose says why in a
-`wgmma_serialized` key, and must still draw it (the key cannot outlive its reason; checked
-for every entry, hinted or not). Exit 0 with a summary, 1 with a line per entry that failed.
+made to run at least once. Exit 0 with a summary, 1 with a line per entry that failed.
 """
 import re
 import sys
@@ -33,8 +31,7 @@ if not sources:
     sys.exit(f"triton_vectorised: no lessons/*/*_triton.py under {root}")
 for src in sources:
     for i, e, k in triton_ptx.compiled_entries(src, 90):
-        hinted = re.search(r"(?<![*\w])i(?:32|64):16\b", e["signature"]) and not e.get("scalar_loads")
-        if not hinted and not e.get("wgmma_serialized"):
+        if not re.search(r"(?<![*\w])i(?:32|64):16\b", e["signature"]) or e.get("scalar_loads"):
             continue   # no integer hinted, or scalar loads chosen (the entry's scalar_loads says why)
         where = f"{src.relative_to(root)}: {e['name']}[{i}] ({e['signature']})"
         if isinstance(k, Exception):
@@ -43,16 +40,13 @@ for src in sources:
         checked += 1
         scalar = {form: n for form, n in triton_ptx.global_accesses(k.asm["ptx"], "ld").items()
                   if not re.search(r"\.v[248]\.", form)}
-        if scalar and hinted:
+        if scalar:
             failures.append(f"{where}: {sum(scalar.values())} scalar global loads ({next(iter(scalar))}): "
                             f"{triton_ptx.summarize(k.asm['ptx'])}")
         rep = triton_ptx.ptxas_report(k.asm["ptx"], 90)
-        serialized = any(code == "C7515" for code, _ in rep["warnings"])
-        if serialized and hinted and not e.get("wgmma_serialized"):
+        if any(code == "C7515" for code, _ in rep["warnings"]):
             failures.append(f"{where}: {triton_ptx.ptxas_summary(rep)}")
-        if e.get("wgmma_serialized") and not serialized:
-            failures.append(f"{where}: says wgmma_serialized, but ptxas no longer serializes it: drop the key")
 print("\n".join(failures) if failures else
       f"triton_vectorised: {checked} hinted entries of {len(sources)} files, every global load 16 bytes wide or cp.async, "
-      "no wgmma serialized but where an entry says why")
+      "no wgmma serialized")
 sys.exit(1 if failures or checked == 0 else 0)

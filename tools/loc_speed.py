@@ -36,6 +36,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "tools"))
+import bench_table  # noqa: E402  (its shape format)
 import impl_index  # noqa: E402  (its C++ comment and string blanking)
 
 MARK = re.compile(r"<!-- loc-speed (?P<attrs>[^>]*?) -->\n(?P<body>.*?)<!-- /loc-speed -->\n?", re.S)
@@ -209,9 +210,9 @@ def bench_json(folder):
     return json.loads((folder / names[0]).read_text()), names[0]
 
 
-def label(p):
-    shape = "x".join(str(d) for d in p["shape"])
-    return f"{shape} {p['dtype']}" + (f" {p['variant']}" if p.get("variant") else "")
+def label(r):
+    p = r["problem"]
+    return f"{bench_table.shape_of(r)} {p['dtype']}" + (f" {p['variant']}" if p.get("variant") else "")
 
 
 def region(lesson_ids):
@@ -229,7 +230,7 @@ def region(lesson_ids):
             by_problem = {}
             for r in j["bench"]:
                 if r["op"] == op and r.get("median_ms") and r.get("status") in ("pass", "ok"):
-                    by_problem.setdefault(label(r["problem"]), []).append(r)
+                    by_problem.setdefault(label(r), []).append(r)
             for prob, rs in by_problem.items():
                 tri = [r for r in rs if r["impl"] == "triton"]
                 cuda = [r for r in rs if r["kind"] == "cuda"]
