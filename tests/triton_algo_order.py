@@ -82,15 +82,15 @@ def same(what, cpp, py):
 mm = module("lessons/05-matmul/matmul_triton.py")
 same("lessons/05-matmul/matmul_triton_impl.cu kTritonNames",
      re.findall(r'"([^"]+)"', block("lessons/05-matmul/matmul_triton_impl.cu", "kTritonNames")),
-     [f"{bm}x{bn}x{bk}/{w}w/{st}st" for bm, bn, bk, _, w, st in mm.CONFIGS])
+     [f"{bm}x{bn}x{bk}/{w}w/{st}st/g{gm}" for bm, bn, bk, gm, w, st in mm.CONFIGS])
 sm = module("lessons/04-softmax/softmax_triton.py")
 same("lessons/04-softmax/softmax_triton.cu kRowTiles",
      [(int(b), [int(w) for w in ws.split(",")])
       for b, ws in re.findall(r"\{(\d+), \{([\d, ]+)\}\}", block("lessons/04-softmax/softmax_triton.cu", "kRowTiles"))],
      [(b, list(ws)) for b, ws in sm.ROW_TILES.items()])
 same("lessons/04-softmax/softmax_triton.cu kLoopConfigs",
-     [(int(b), int(w)) for b, w in re.findall(r"\{(\d+), (\d+)\}",
-                                              block("lessons/04-softmax/softmax_triton.cu", "kLoopConfigs"))],
+     [(int(b), int(w), int(pf == "true")) for b, w, pf in re.findall(r"\{(\d+), (\d+), (true|false)\}",
+                                                                     block("lessons/04-softmax/softmax_triton.cu", "kLoopConfigs"))],
      [tuple(c) for c in sm.LOOP_CONFIGS])
 rd = module("lessons/03-reductions/reduce_triton.py")
 same("lessons/03-reductions/reductions.cuh kTritonStage1",

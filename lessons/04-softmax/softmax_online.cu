@@ -23,7 +23,6 @@
 //
 // Run:  klab test 04 --impl v3_online,v4_long_rows,v5_cluster,v6_exp2
 //       klab run 04 --impl v3_online,v6_exp2,cudnn --shape 8192x8192
-#include <cooperative_groups.h>
 #include <cuda_runtime.h>
 
 #include <algorithm>
@@ -40,51 +39,31 @@
 #include "klab/kernels.cuh"
 #include "klab/op.hpp"
 #include "softmax_common.cuh"
+#include "softmax_online_device.cuh"
 #include "softmax_online_plan.cuh"
 
 // The op (inputs, reference, tolerances, shapes): softmax_op.cu.
 
-namespace cg = cooperative_groups;
 using klab::MD;
 using klab::Problem;
 
 namespace {
+
+// The cluster helpers and v6's per-element steps: softmax_online_device.cuh.
+using lesson04::cluster_blocks;
+using lesson04::cluster_rank;
+using lesson04::cluster_read;
+using lesson04::cluster_sync;
+using lesson04::v6_gather;
+using lesson04::v6_scale;
+using lesson04::v6_thread_pair;
+using lesson04::v6_write;
 
 using i64 = std::int64_t;
 
 // ============================================================================================
 // v3_online and v5_cluster: one (max, sum) reduction, vector loads, rows in registers
 // ============================================================================================
-
-// Cluster helpers. They compile to nothing below sm_90, where the cluster kernels are never
-// launched (v5_cluster's supports() asks for compute capability 9.0).
-__device__ __forceinline__ int cluster_rank() {
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-  return static_cast<int>(cg::this_cluster().block_rank());
-#else
-  return 0;
-#endif
-}
-__device__ __forceinline__ int cluster_blocks() {
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-  return static_cast<int>(cg::this_cluster().num_blocks());
-#else
-  return 1;
-#endif
-}
-__device__ __forceinline__ void cluster_sync() {
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-  cg::this_cluster().sync();
-#endif
-}
-// Reads `s_v` in the shared memory of block `rank` of this cluster (distributed shared memory).
-__device__ __forceinline__ MD cluster_read(MD* s_v, int rank) {
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-  return *cg::this_cluster().map_shared_rank(s_v, rank);
-#else
-  return *s_v;
-#endif
-}
 
 // A row (or, in a cluster, one block's slice of a row) in registers: thread t holds NV
 // vectors of VEC elements, vector t, t + B, t + 2B, ... of the slice. The slice of block
@@ -260,118 +239,8 @@ softmax_rows_v4_long_rows_finish(const T* __restrict__ g_x, const MD* __restrict
 // v6_exp2: v3/v5 with the per-element work cut to the minimum (same kernel shape)
 // ============================================================================================
 
-// v3 spends most of its issue slots on arithmetic that a bandwidth-bound kernel should not
-// need: an accurate expf (range reduction, ~8 instructions), a 64-bit `c + i < limit`
-// compare and select per element, 64-bit column arithmetic. bf16 has twice the elements per
-// byte, so it pays twice per byte. v6 keeps v3/v5's kernel structure and changes the math:
-//   - exp in base 2: exp(x - m) = 2^(x * log2(e) - m * log2(e)). The thread's shift
-//     s = m * log2(e) is computed once, then each element is one FFMA and one MUFU.EX2
-//     (klab::ex2_approx). The rounding of s cancels: the same s is used for the element and for
-//     the thread's pair, so y = 2^(x*log2e - s) * 2^(s - S) / D depends on s only through
-//     exact arithmetic (s and S agree in their leading bits wherever the output is not ~0).
-//   - the (m, d) pairs live in base 2 too (klab::md_merge<true>): m is already scaled.
-//   - a block-uniform test "this block's slice is whole and unmasked" (every plain row of an
-//     aligned shape) skips every per-element and per-vector compare; the masked path is
-//     kept for causal rows and ragged slices, and tests whole vectors: only the one vector
-//     the causal mask cuts compares element by element. Columns are 32-bit (cols < 2^31, and
-//     a row's columns are never past 262,144 here).
-//   - bf16 results are packed two at a time (one cvt.rn.bf16x2.f32 per pair).
-// With the arithmetic gone the kernel streams at copy speed (the README has the numbers),
-// and the block plan matters again: plan_online(..., fewest_blocks_first) keeps a
-// 32,768-column row in one 1024-thread block instead of v5's 4-block cluster.
-constexpr float kLog2e = 1.4426950408889634f;
-
-// Thread t's NV vectors of the slice [c0, c1): vector k starts at column
-// c0 + (t + k * blockDim.x) * VEC. get(c) returns the vector that starts at column c.
-// FULL: the caller has checked that every vector lies in the slice and every column is kept.
-// Otherwise kept = min(c1, limit): vectors that start before it are loaded (they lie in the
-// slice: c1 is a multiple of VEC), the rest are -inf without a load.
-// All loads are issued before any is used: with the load and its conversion inside one
-// branch per vector, the compiler waited for each load in turn, and the masked (causal)
-// path fell well short of the plain one (the README's v6_exp2 section has the numbers).
-template <class T, int VEC, int NV, bool FULL, class Get>
-__device__ __forceinline__ void v6_gather(Get get, int c0, int kept, float (&r_x)[NV][VEC]) {
-  using V = lesson04::Vec<T, VEC>;
-  const auto col = [&](int k) {
-    return c0 + (static_cast<int>(threadIdx.x) + k * static_cast<int>(blockDim.x)) * VEC;
-  };
-  V r_v[NV];                                        // (NV,) raw vectors
-#pragma unroll
-  for (int k = 0; k < NV; ++k) {
-    if (FULL || col(k) < kept) r_v[k] = get(col(k));
-    else r_v[k] = V{};
-  }
-#pragma unroll
-  for (int k = 0; k < NV; ++k) {
-    const int c = col(k);
-    if (FULL || c + VEC <= kept) {                  // the whole vector is kept
-#pragma unroll
-      for (int i = 0; i < VEC; ++i) r_x[k][i] = klab::to_f32(r_v[k].v[i]);
-    } else {                                        // the vector the mask cuts, or none of it
-#pragma unroll
-      for (int i = 0; i < VEC; ++i) r_x[k][i] = c + i < kept ? klab::to_f32(r_v[k].v[i]) : -INFINITY;
-    }
-  }
-}
-
-// The thread's base-2 pair, and r_x replaced by 2^(x * log2e - s) (each element's one exp).
-template <int NV, int VEC>
-__device__ __forceinline__ MD v6_thread_pair(float (&r_x)[NV][VEC]) {
-  float r_m = -INFINITY;
-#pragma unroll
-  for (int k = 0; k < NV; ++k)
-#pragma unroll
-    for (int i = 0; i < VEC; ++i) r_m = fmaxf(r_m, r_x[k][i]);
-  const float s = r_m * kLog2e;                     // -inf stays -inf
-  const float shift = r_m == -INFINITY ? 0.f : s;   // all masked: 2^(-inf - 0) = 0, not NaN
-  float r_d = 0.f;
-#pragma unroll
-  for (int k = 0; k < NV; ++k)
-#pragma unroll
-    for (int i = 0; i < VEC; ++i) {
-      r_x[k][i] = klab::ex2_approx(fmaf(r_x[k][i], kLog2e, -shift));
-      r_d += r_x[k][i];
-    }
-  return {s, r_d};
-}
-
-// y = e * scale for one vector, rounded once; bf16 pairs through one packed convert.
-template <class T, int VEC>
-__device__ __forceinline__ void v6_store(T* g_dst, const float (&e)[VEC], float scale) {
-  using V = lesson04::Vec<T, VEC>;
-  V v;
-  if constexpr (std::is_same_v<T, __nv_bfloat16> && VEC % 2 == 0) {
-#pragma unroll
-    for (int i = 0; i < VEC; i += 2) {
-      const __nv_bfloat162 p = __floats2bfloat162_rn(e[i] * scale, e[i + 1] * scale);
-      v.v[i] = p.x;
-      v.v[i + 1] = p.y;
-    }
-  } else {
-#pragma unroll
-    for (int i = 0; i < VEC; ++i) v.v[i] = klab::from_f32<T>(e[i] * scale);
-  }
-  *reinterpret_cast<V*>(g_dst) = v;
-}
-
-// Writes the thread's vectors of [c0, c1) of the row g_yrow: FULL as in v6_gather.
-template <class T, int VEC, int NV, bool FULL>
-__device__ __forceinline__ void v6_write(T* g_yrow, int c0, int c1, const float (&r_e)[NV][VEC],
-                                         float scale) {
-#pragma unroll
-  for (int k = 0; k < NV; ++k) {
-    const int c = c0 + (static_cast<int>(threadIdx.x) + k * static_cast<int>(blockDim.x)) * VEC;
-    if (FULL || c < c1) v6_store<T, VEC>(g_yrow + c, r_e[k], scale);
-  }
-}
-
-// The thread's output scale: 2^(s_thread - S) / D, or 0 when nothing was kept.
-__device__ __forceinline__ float v6_scale(MD thread, MD row) {
-  const float inv = row.d > 0.f ? 1.f / row.d : 0.f;
-  return (thread.m == -INFINITY || row.m == -INFINITY) ? 0.f
-                                                       : klab::ex2_approx(thread.m - row.m) * inv;
-}
-
+// What v6 changes, and its per-element steps (v6_gather, v6_thread_pair, v6_scale, v6_write):
+// softmax_online_device.cuh, where v7_prefetch (softmax_prefetch.cu) reuses them.
 // One row (or, in a cluster, one block's slice of it) per block, as softmax_rows_online.
 template <class T, int VEC, int NV, bool CLUSTER>
 __global__ void __launch_bounds__(1024)

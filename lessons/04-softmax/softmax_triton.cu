@@ -5,7 +5,8 @@
 // Impls registered here (op softmax_rows):
 //   triton  one program per row: softmax_row_kernel holds the row in one tile (the smallest
 //           of 1024 .. 32768 that fits), softmax_loop_kernel reads it twice in BLOCK steps
-//           (the two-sweep online loop; the only choice past 32768 columns). The first call
+//           (the two-sweep online loop, with or without a prefetch of the next BLOCK; the
+//           only choice past 32768 columns). The first call
 //           for a shape times every candidate (the row tile's warp counts and the loop's
 //           configurations) and caches the fastest (klab::autotune); `klab test` verifies
 //           each one. Without Triton in the build it reports why.
@@ -42,7 +43,13 @@ struct RowTile {
   std::vector<int> warps;
 };
 const std::vector<RowTile> kRowTiles = {{1024, {4}}, {4096, {8}}, {8192, {16}}, {16384, {16}}, {32768, {32, 16}}};
-const std::vector<std::pair<int, int>> kLoopConfigs = {{4096, 8}, {8192, 16}, {16384, 16}, {2048, 4}};
+struct LoopConfig {
+  int block, warps;
+  bool prefetch;
+};
+const std::vector<LoopConfig> kLoopConfigs = {{4096, 8, false}, {8192, 16, false}, {16384, 16, false},
+                                              {2048, 4, false}, {4096, 8, true},   {8192, 16, true},
+                                              {2048, 4, true}};
 
 // The smallest tile that holds the row (null past 32768 columns).
 const RowTile* row_tile(std::int64_t cols) {
@@ -52,14 +59,16 @@ const RowTile* row_tile(std::int64_t cols) {
 }
 
 // What the autotuner times for a problem, as Impl::candidates reports it: the row tile's
-// warp counts ("row/32768/32w"), then every loop configuration ("loop/4096/8w").
+// warp counts ("row/32768/32w"), then every loop configuration ("loop/4096/8w",
+// "loop+prefetch/4096/8w").
 std::vector<std::string> triton_candidates(const Problem& p) {
   std::vector<std::string> names;
   const std::int64_t cols = p.shape.size() == 2 ? p.shape[1] : 0;
   if (const RowTile* t = row_tile(cols))
     for (int w : t->warps) names.push_back("row/" + std::to_string(t->block) + "/" + std::to_string(w) + "w");
-  for (const auto& [block, warps] : kLoopConfigs)
-    names.push_back("loop/" + std::to_string(block) + "/" + std::to_string(warps) + "w");
+  for (const auto& c : kLoopConfigs)
+    names.push_back(std::string(c.prefetch ? "loop+prefetch/" : "loop/") + std::to_string(c.block) + "/" +
+                    std::to_string(c.warps) + "w");
   return names;
 }
 
