@@ -13,8 +13,9 @@ Layouts: A_KMAJ / B_KMAJ say whether A and B are stored with K contiguous ("nn":
 B no; "tn": neither; "nt": both), as constexprs, so the unit stride is known at compile
 time and the loads vectorise.
 
-Ahead-of-time builds (the AOT list at the bottom): for each layout, four tile
-configurations, linked into one launcher per layout (tr_matmul_nn etc., algo_id 0..3).
+Ahead-of-time builds (the AOT list at the bottom): for each layout, the tile
+configurations of CONFIGS, linked into one launcher per layout (tr_matmul_nn etc., algo_id
+in CONFIGS order).
 Each configuration is compiled twice: with M, N, K and the leading dimensions hinted
 divisible by 16, and without (any shape); the linked launcher picks the hinted one when
 the arguments allow it. The sizes matter as much as the strides: the masks compare
@@ -22,7 +23,7 @@ indices with M, N and K, and only when Triton knows a mask is constant over 8 bf
 elements does it load 16 bytes at once (cp.async) and pipeline the loop over num_stages
 buffers. With the strides alone hinted it loaded one 2-byte element per instruction and
 kept one stage (tools/triton_ptx.py shows both: 96 ld.global.b16 and 48 KB of shared
-memory for 128x256x64 against 36 cp.async of 16 bytes and 144 KB). matmul_triton_impl.cu times the four configurations on
+memory for 128x256x64 against 36 cp.async of 16 bytes and 144 KB). matmul_triton_impl.cu times every configuration on
 the first call for a shape and caches the fastest, like the CUDA v8_autotuned.
 """
 import triton
@@ -78,12 +79,19 @@ def matmul_kernel(a_ptr, b_ptr, c_ptr, M, N, K, lda, ldb, ldc,
     tl.store(c_ptrs, acc.to(tl.bfloat16), mask=(rm[:, None] < M) & (rn[None, :] < N))
 
 
-# (BM, BN, BK, GROUP_M, num_warps, num_stages): the space the first call searches.
+# (BM, BN, BK, GROUP_M, num_warps, num_stages): the space the first call searches, and the
+# README's sweep (`klab bench 05 --op matmul --impl triton --candidate all`). The last entry
+# is the first with GROUP_M = 1 (tiles in row-major order, no grouping): the grouped order's
+# effect on its own. Every entry fits sm_80's 164 KB of shared memory per block (the 3-stage
+# 128x256x64 and 256x128x64 use 144 KB), so the Ampere build can run each one.
 CONFIGS = [
     (128, 256, 64, 8, 8, 3),
     (128, 128, 64, 8, 4, 4),
     (128, 128, 32, 8, 4, 4),
     (64, 128, 64, 8, 4, 4),
+    (256, 128, 64, 8, 8, 3),
+    (128, 256, 32, 8, 8, 4),
+    (128, 256, 64, 1, 8, 3),
 ]
 LAYOUTS = {"nn": (1, 0), "tn": (0, 0), "nt": (1, 1)}
 

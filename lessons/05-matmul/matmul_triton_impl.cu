@@ -1,13 +1,13 @@
 // Lesson 05 — the Triton matmul (matmul_triton.py), compiled ahead of time.
 //
 //   triton   op matmul, bf16, all three layouts: one tl.dot kernel with masks for any
-//            shape, four tile configurations, the fastest chosen per shape (run_triton)
+//            shape, seven tile configurations, the fastest chosen per shape (run_triton)
 //
-// The build links four tile configurations per layout into one launcher
-// (tr_matmul_nn(stream, ..., algo_id)); the first call for a shape times all four on the
+// The build links the tile configurations of each layout into one launcher
+// (tr_matmul_nn(stream, ..., algo_id)); the first call for a shape times them all on the
 // stream and caches the fastest (klab::autotune, the same mechanism as v8_autotuned).
-// Each is also a candidate of its own (`klab test` verifies all four; `--candidate
-// 64x128x64/4w/4st` runs one).
+// Each is also a candidate of its own (`klab test` verifies every one; `--candidate
+// 64x128x64/4w/4st/g8` runs one, `--candidate all` times each as its own row: the sweep).
 #include <cuda.h>
 #include <cuda_runtime.h>
 
@@ -27,10 +27,12 @@ namespace lesson05 {
 namespace {
 
 // The configurations, by algo_id: CONFIGS in matmul_triton.py, in its order, as
-// BMxBNxBK/warps/stages. Every layout links the same list; run_triton checks its length
-// against the launcher's count.
-const std::vector<std::string> kTritonNames = {"128x256x64/8w/3st", "128x128x64/4w/4st", "128x128x32/4w/4st",
-                                               "64x128x64/4w/4st"};
+// BMxBNxBK/warps/stages/gGROUP_M. Every layout links the same list; run_triton checks its
+// length against the launcher's count.
+const std::vector<std::string> kTritonNames = {"128x256x64/8w/3st/g8", "128x128x64/4w/4st/g8",
+                                               "128x128x32/4w/4st/g8", "64x128x64/4w/4st/g8",
+                                               "256x128x64/8w/3st/g8", "128x256x32/8w/4st/g8",
+                                               "128x256x64/8w/3st/g1"};
 
 // What the autotuner times for a problem, as Impl::candidates reports it: every linked
 // configuration, for every shape and layout (the kernel masks any shape), so no filter.
@@ -93,7 +95,7 @@ std::string supports_triton(const klab::Problem& p) {
 }
 
 KLAB_REGISTER(klab::register_impl({.op = "matmul", .name = "triton",
-                                   .summary = "Triton tl.dot, 4 linked tile configs, fastest chosen per shape",
+                                   .summary = "Triton tl.dot, 7 linked tile configs, fastest chosen per shape",
                                    .kind = klab::ImplKind::triton, .supports = supports_triton,
                                    .run = run_triton, .candidates = triton_candidates}));
 
