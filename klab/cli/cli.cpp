@@ -33,6 +33,7 @@
 #include "klab/triton.hpp"
 #include "verb_exercise.hpp"
 #include "verb_report.hpp"
+#include "verb_inspect.hpp"
 
 namespace klab {
 
@@ -746,8 +747,11 @@ int klab_main(int argc, char** argv) {
   doctor->add_flag("--remeasure", remeasure, "measure the peaks again instead of using the cache");
   ReportArgs report_args;
   auto* report = add_report_verb(app, report_args);
+  InspectArgs inspect_args;
+  auto* inspect_verb = add_inspect_verb(app, inspect_args);
+  inspect_verb->add_option("--json", o.json, "also write the rows as JSON to this file");
   app.allow_extras();
-  for (auto* c : {list, run, test, bench_c, check, progress, doctor}) c->allow_extras();
+  for (auto* c : {list, run, test, bench_c, check, progress, doctor, inspect_verb}) c->allow_extras();
   ExerciseVerbArgs xa;   // hint, solution, reset (verb_exercise.cpp)
   const auto exercise_verbs = add_exercise_verbs(app, xa);
   for (auto* c : exercise_verbs) c->allow_extras();
@@ -785,6 +789,10 @@ int klab_main(int argc, char** argv) {
     if (progress->parsed()) return cmd_progress();
     if (doctor->parsed()) return cmd_doctor(remeasure);
     if (report->parsed()) return cmd_report(report_args);
+    if (inspect_verb->parsed()) {
+      inspect_args.json = o.json;
+      return cmd_inspect(inspect_args);
+    }
     if (check->parsed()) return cmd_check(o, check_lesson, check_triton);
     if (const int rc = run_exercise_verbs(exercise_verbs, xa); rc >= 0) return rc;
     Selection sel = make_selection(o);

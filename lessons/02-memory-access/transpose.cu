@@ -442,10 +442,12 @@ KLAB_REGISTER(klab::register_impl({.op = "transpose", .name = "v1_naive",
                                    .kind = klab::ImplKind::cuda, .run = run_v1_naive}));
 KLAB_REGISTER(klab::register_impl({.op = "transpose", .name = "v2_smem_tile",
                                    .summary = "32x32 shared-memory tile: both sides coalesced, 32-way bank conflicts",
-                                   .kind = klab::ImplKind::cuda, .run = run_v2_smem_tile}));
+                                   .kind = klab::ImplKind::cuda, .run = run_v2_smem_tile,
+                                   .kernels = {"transpose_smem"}}));
 KLAB_REGISTER(klab::register_impl({.op = "transpose", .name = "v3_smem_padded",
                                    .summary = "tile [32][33]: the padding column removes the bank conflicts",
-                                   .kind = klab::ImplKind::cuda, .run = run_v3_smem_padded}));
+                                   .kind = klab::ImplKind::cuda, .run = run_v3_smem_padded,
+                                   .kernels = {"transpose_smem"}}));
 KLAB_REGISTER(klab::register_impl({.op = "transpose", .name = "v4_tile64_ilp",
                                    .summary = "64x64 padded tile, 16 loads in flight per thread",
                                    .kind = klab::ImplKind::cuda, .run = run_v4_tile64_ilp}));

@@ -598,7 +598,8 @@ KLAB_REGISTER(klab::register_op(make_mean_op()));
 KLAB_REGISTER(klab::register_impl({.op = "mean", .name = "v1_vec_last_block",
                                    .summary = "sum v4 with the divide done by the last block",
                                    .kind = klab::ImplKind::cuda, .workspace = v4_workspace<true>,
-                                   .run = run_mean_v1_vec_last_block}));
+                                   .run = run_mean_v1_vec_last_block,
+                                   .kernels = {"sum_v4_vec_last_block"}}));
 KLAB_REGISTER(klab::register_impl({.op = "mean", .name = "cub",
                                    .summary = "cub::DeviceReduce::Sum, then a 1-thread divide",
                                    .kind = klab::ImplKind::vendor, .workspace = mean_cub_workspace,

@@ -419,7 +419,8 @@ KLAB_REGISTER(klab::register_impl({.op = "softmax_rows", .name = "v3_online",
                                               "16-byte loads; rows <= 32768",
                                    .kind = klab::ImplKind::cuda,
                                    .supports = supports_v3_online,
-                                   .run = run_v3_online}));
+                                   .run = run_v3_online,
+                                   .kernels = {"softmax_rows_online"}}));
 
 KLAB_REGISTER(klab::register_impl({.op = "softmax_rows", .name = "v4_long_rows",
                                    .summary = "row split across blocks: partial (max, sum) per "
@@ -434,7 +435,8 @@ KLAB_REGISTER(klab::register_impl({.op = "softmax_rows", .name = "v5_cluster",
                                               "merged in distributed smem",
                                    .kind = klab::ImplKind::cuda,
                                    .supports = supports_v5_cluster,
-                                   .run = run_v5_cluster}));
+                                   .run = run_v5_cluster,
+                                   .kernels = {"softmax_rows_online"}}));
 
 KLAB_REGISTER(klab::register_impl({.op = "softmax_rows", .name = "v6_exp2",
                                    .summary = "v3/v5 with base-2 exps (one FFMA + MUFU.EX2), no "

@@ -527,23 +527,28 @@ namespace {
 // ======================================================================================
 KLAB_REGISTER(klab::register_impl({.op = "matmul", .name = "v10_mma_sync",
                                    .summary = "ldmatrix + mma.sync m16n8k16, cp.async double buffer",
-                                   .kind = klab::ImplKind::cuda, .supports = bf16_tc, .run = run_v10_mma_sync}));
+                                   .kind = klab::ImplKind::cuda, .supports = bf16_tc, .run = run_v10_mma_sync,
+                                   .kernels = {"matmul_mma_sync"}}));
 KLAB_REGISTER(klab::register_impl({.op = "matmul", .name = "v11_mma_pipelined",
                                    .summary = "4 cp.async stages, swizzled shared memory, grouped tile order",
                                    .kind = klab::ImplKind::cuda, .supports = bf16_tc,
-                                   .run = run_v11_mma_pipelined}));
+                                   .run = run_v11_mma_pipelined,
+                                   .kernels = {"matmul_mma_sync"}}));
 KLAB_REGISTER(klab::register_impl({.op = "matmul", .name = "v13_mma_autotuned",
                                    .summary = "64x64 warp tiles in 4 block configurations, the fastest chosen per shape",
                                    .kind = klab::ImplKind::cuda, .supports = bf16_tc,
-                                   .run = run_v13_mma_autotuned, .candidates = v13_candidates}));
+                                   .run = run_v13_mma_autotuned, .candidates = v13_candidates,
+                                   .kernels = {"matmul_mma_sync"}}));
 KLAB_REGISTER(klab::register_impl({.op = "matmul_batched", .name = "v11_mma_pipelined",
                                    .summary = "v11 with blockIdx.z over the batch",
                                    .kind = klab::ImplKind::cuda, .supports = bf16_tc,
-                                   .run = run_v11_mma_pipelined}));
+                                   .run = run_v11_mma_pipelined,
+                                   .kernels = {"matmul_mma_sync"}}));
 KLAB_REGISTER(klab::register_impl({.op = "matmul_batched", .name = "v13_mma_autotuned",
                                    .summary = "v13 with blockIdx.z over the batch",
                                    .kind = klab::ImplKind::cuda, .supports = bf16_tc,
-                                   .run = run_v13_mma_autotuned, .candidates = v13_candidates}));
+                                   .run = run_v13_mma_autotuned, .candidates = v13_candidates,
+                                   .kernels = {"matmul_mma_sync"}}));
 
 }  // namespace
 }  // namespace lesson05

@@ -513,7 +513,8 @@ KLAB_REGISTER(klab::register_impl({.op = "matmul", .name = "v5_regtile_2d",
 KLAB_REGISTER(klab::register_impl({.op = "matmul", .name = "v6_vectorized",
                                    .summary = "v5 with 16-byte global and shared loads",
                                    .kind = klab::ImplKind::cuda, .supports = f32_only,
-                                   .run = run_v6_vectorized}));
+                                   .run = run_v6_vectorized,
+                                   .kernels = {"matmul_v5_regtile_2d"}}));
 KLAB_REGISTER(klab::register_impl({.op = "matmul", .name = "v7_warptiling",
                                    .summary = "warp tiles, conflict-free float4 lanes, double buffer",
                                    .kind = klab::ImplKind::cuda, .supports = f32_only,
@@ -521,7 +522,8 @@ KLAB_REGISTER(klab::register_impl({.op = "matmul", .name = "v7_warptiling",
 KLAB_REGISTER(klab::register_impl({.op = "matmul", .name = "v8_autotuned",
                                    .summary = "v7 in 11 tile configurations, the fastest chosen per shape and cached",
                                    .kind = klab::ImplKind::cuda, .supports = f32_only,
-                                   .run = run_v8_autotuned, .candidates = v8_candidates}));
+                                   .run = run_v8_autotuned, .candidates = v8_candidates,
+                                   .kernels = {"matmul_v7_warptiling"}}));
 KLAB_REGISTER(klab::register_impl({.op = "matmul_batched", .name = "v7_warptiling",
                                    .summary = "v7 with blockIdx.z over the batch",
                                    .kind = klab::ImplKind::cuda, .supports = f32_only,
@@ -529,7 +531,8 @@ KLAB_REGISTER(klab::register_impl({.op = "matmul_batched", .name = "v7_warptilin
 KLAB_REGISTER(klab::register_impl({.op = "matmul_batched", .name = "v8_autotuned",
                                    .summary = "v8 with blockIdx.z over the batch",
                                    .kind = klab::ImplKind::cuda, .supports = f32_only,
-                                   .run = run_v8_autotuned, .candidates = v8_candidates}));
+                                   .run = run_v8_autotuned, .candidates = v8_candidates,
+                                   .kernels = {"matmul_v7_warptiling"}}));
 
 }  // namespace
 }  // namespace lesson05

@@ -109,7 +109,8 @@ std::size_t workspace_v12_splitk(const klab::Problem& p) {
 KLAB_REGISTER(klab::register_impl({.op = "matmul", .name = "v12_splitk",
                                    .summary = "K cut into slices run side by side, fp32 partials summed in order",
                                    .kind = klab::ImplKind::cuda, .supports = supports_v12_splitk,
-                                   .workspace = workspace_v12_splitk, .run = run_v12_splitk}));
+                                   .workspace = workspace_v12_splitk, .run = run_v12_splitk,
+                                   .kernels = {"matmul_mma_sync"}}));
 
 }  // namespace
 }  // namespace lesson05

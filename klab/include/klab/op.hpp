@@ -180,6 +180,10 @@ struct Impl {
   // build compiled ahead of time): that file's path. `klab check NN --triton` compiles it
   // first, for one clear line on an error, and rebuilds klab when it is newer.
   std::string built_from;
+  // Kernels it launches that are named for their technique, not for it (docs/design.md,
+  // "The impl name is the index": one template serving several impls), by their own name
+  // (`matmul_mma_sync`). `klab inspect` shows them beside the kernels named for the impl.
+  std::vector<std::string> kernels;
 };
 
 struct Lesson {

@@ -1,0 +1,81 @@
+#!/usr/bin/env python3
+"""`klab inspect` reads what the compiler made of the lessons' kernels, with no GPU.
+
+    inspect_check.py KLAB
+
+Runs `KLAB inspect 01 02 03 04 05 --impl ... --arch 90 --json F` on one impl per lesson whose
+compiled form is known from its source, and asserts it (each assertion can fail: a naive
+kernel given a shared tile, a tiled one losing it, v7_prefetch's cp.async gone, the wmma
+matmul without tensor-core instructions):
+  01 v1_naive        no shared memory, global loads, no tensor-core instructions
+  02 v4_tile64_ilp   a static shared-memory tile and barriers
+  03 v2_smem_private shared-memory histograms
+  04 v7_prefetch     cp.async (LDGSTS), no spills (local memory 0)
+  05 v9_wmma         HMMA (tensor cores); 05 v1_naive none
+  05 v13_mma_autotuned  HMMA and cp.async through the kernel it declares, matmul_mma_sync
+every impl that declares kernels (Impl::kernels) shows them
+and of every row: registers > 0, SASS instructions > 0, at least one resident block.
+Exit 0 with a summary, 1 with a line per failed assertion.
+"""
+import json
+import subprocess
+import sys
+import tempfile
+
+klab = sys.argv[1]
+# The asserted impls, and every impl that declares kernels named for their technique
+# (Impl::kernels: inspect fails when the binary lacks one).
+impls = ("v1_naive,v4_tile64_ilp,v2_smem_private,v7_prefetch,v9_wmma,v13_mma_autotuned,"
+         "v2_smem_tile,v3_smem_padded,v1_vec_last_block,v3_online,v5_cluster,v6_vectorized,v8_autotuned,"
+         "v10_mma_sync,v11_mma_pipelined,v12_splitk")
+with tempfile.NamedTemporaryFile(suffix=".json") as f:
+    r = subprocess.run([klab, "inspect", "01", "02", "03", "04", "05", "--impl", impls, "--arch", "90",
+                        "--json", f.name], capture_output=True, text=True)
+    if r.returncode != 0:
+        sys.exit(f"inspect_check: klab inspect exited {r.returncode}: {(r.stderr or r.stdout).strip()[-400:]}")
+    rows = json.load(open(f.name))
+
+fails = []
+kernels = [x for x in rows if x.get("kernel")]
+
+
+def of(lesson, impl):
+    got = [x for x in kernels if x["lesson"] == lesson and x["impl"] == impl]
+    if not got:
+        fails.append(f"{lesson} {impl}: no kernel found")
+    return got
+
+
+def check(cond, what):
+    if not cond:
+        fails.append(what)
+
+
+for x in kernels:
+    where = f"{x['lesson']} {x['impl']} {x['kernel']}"
+    check(x["registers"] > 0, f"{where}: 0 registers")
+    check(x["instructions"] > 0, f"{where}: no SASS instructions counted")
+    check(x["occupancy"]["blocks"] >= 1, f"{where}: no block fits ({x['occupancy']})")
+    check(x["arch"].startswith("sm_90"), f"{where}: arch {x['arch']}, asked for 90")
+for x in of("01", "v1_naive"):
+    check(x["shared_static"] == 0, f"01 v1_naive {x['kernel']}: {x['shared_static']} B of shared memory")
+    check(x["mix"]["LDG"] > 0, f"01 v1_naive {x['kernel']}: no global loads")
+    check(x["mix"]["HMMA"] == 0 and x["mix"]["HGMMA"] == 0, f"01 v1_naive {x['kernel']}: tensor-core instructions")
+tiles = of("02", "v4_tile64_ilp")
+check(any(x["shared_static"] > 0 and x["mix"]["BAR"] > 0 for x in tiles),
+      "02 v4_tile64_ilp: no kernel with a shared-memory tile and barriers")
+check(any(x["shared_static"] > 0 for x in of("03", "v2_smem_private")), "03 v2_smem_private: no shared memory")
+for x in of("04", "v7_prefetch"):
+    check(x["mix"]["LDGSTS"] > 0, f"04 v7_prefetch {x['kernel']}: no cp.async (LDGSTS)")
+    check(x["local"] == 0 and x["stack"] == 0, f"04 v7_prefetch {x['kernel']}: spills ({x['local']} B local)")
+check(any(x["mix"]["HMMA"] > 0 for x in of("05", "v9_wmma")), "05 v9_wmma: no HMMA")
+mma = of("05", "v13_mma_autotuned")
+check(any(x["kernel"].startswith("matmul_mma_sync") and x["mix"]["HMMA"] > 0 and x["mix"]["LDGSTS"] > 0 for x in mma),
+      "05 v13_mma_autotuned: no matmul_mma_sync with HMMA and LDGSTS")
+for lesson, impl, kernel in (("02", "v2_smem_tile", "transpose_smem"), ("03", "v1_vec_last_block", "sum_v4_vec_last_block"),
+                             ("04", "v3_online", "softmax_rows_online"), ("05", "v8_autotuned", "matmul_v7_warptiling")):
+    check(any(x["kernel"].startswith(kernel) for x in of(lesson, impl)), f"{lesson} {impl}: its declared {kernel} not shown")
+for x in of("05", "v1_naive"):
+    check(x["mix"]["HMMA"] == 0, f"05 v1_naive {x['kernel']}: HMMA")
+print("\n".join(fails) if fails else f"inspect_check: {len(kernels)} kernels of 5 lessons as their sources say")
+sys.exit(1 if fails else 0)
