@@ -3,14 +3,16 @@
 shared memory, the tensor-core instructions and the shared memory of each entry.
 
     triton_ptx.py lessons/05-matmul/matmul_triton.py [--arch 90] [--name tr_matmul_nn]
-                  [--ptx-dir DIR]
+                  [--ptx-dir DIR] [--sass]
 
 For each AOT entry (tools/triton_aot.py's list, compiled the same way) it prints one line:
 name, signature, warps/stages, shared bytes, and the count of each global load width
 and store width (ld.global.v4.b32 moves 16 bytes a thread, a bare ld.global.b16 two), cp.async (16-byte
 asynchronous copies: the pipelined loads), cp.async.bulk (TMA) and wgmma / mma
 instructions; then what ptxas says of it: registers, stack (spills), and its performance
-warnings (C7515: the wgmma instructions were serialized). --ptx-dir keeps each entry's PTX.
+warnings (C7515: the wgmma instructions were serialized). --ptx-dir keeps each entry's PTX;
+--sass adds the count of SASS instructions and their mix (FFMA, MUFU, LDG, HGMMA, ...), the
+columns `klab inspect` prints for the CUDA kernels.
 This is how the lessons' READMEs show what limited a Triton kernel: a load that did not
 vectorise, a loop that was not pipelined, tensor-core instructions that could not overlap.
 """
@@ -73,6 +75,36 @@ def ptxas_summary(rep: dict) -> str:
     return s
 
 
+# The SASS columns `klab inspect` prints for CUDA kernels, here for Triton's cubins.
+SASS_MIX = (("HGMMA", ("HGMMA",)), ("HMMA", ("HMMA",)), ("TMA", ("UTMALDG", "UTMASTG", "UBLKCP")),
+            ("LDGSTS", ("LDGSTS",)), ("LDG", ("LDG",)), ("STG", ("STG",)), ("LDS", ("LDS", "LDSM")),
+            ("STS", ("STS",)), ("BAR", ("BAR",)), ("FFMA", ("FFMA",)), ("MUFU", ("MUFU",)))
+SASS_INSN = re.compile(r"^\s*/\*[0-9a-f]{4,}\*/\s+(?:@!?U?P[0-9T]+\s+)?([A-Z][A-Z0-9_]*)", re.M)
+
+
+def sass_counts(cubin: bytes) -> Counter:
+    """Opcode families ("FFMA", "MUFU", "HGMMA") of a cubin's SASS, by the cuobjdump that
+    ships with Triton: what ptxas made of the PTX, the same count `klab inspect` gives CUDA
+    kernels."""
+    from triton.tools.disasm import path_to_cuobjdump
+    with tempfile.TemporaryDirectory() as tmp:
+        f = Path(tmp) / "k.cubin"
+        f.write_bytes(cubin)
+        r = subprocess.run([path_to_cuobjdump(), "-sass", str(f)], capture_output=True, text=True)
+    if r.returncode != 0:
+        raise RuntimeError(f"cuobjdump failed: {r.stderr.strip()}")
+    return Counter(SASS_INSN.findall(r.stdout))
+
+
+def sass_summary(c: Counter) -> str:
+    parts = [f"{sum(c.values())} SASS"]
+    for name, ops in SASS_MIX:
+        n = sum(c[o] for o in ops)
+        if n:
+            parts.append(f"{n} {name}")
+    return ", ".join(parts)
+
+
 def compiled_entries(source: Path, arch: int = 90, name=None):
     """Yields (index, entry, compiled kernel or the exception) for each AOT entry of source,
     compiled as tools/triton_aot.py compiles it."""
@@ -113,6 +145,7 @@ def main():
     ap.add_argument("--arch", type=int, default=90, choices=triton_aot.ARCHS)
     ap.add_argument("--name", help="only the entries of this name")
     ap.add_argument("--ptx-dir", type=Path)
+    ap.add_argument("--sass", action="store_true", help="also count the SASS instructions (ptxas's output)")
     a = ap.parse_args()
     if not a.source.is_file():
         print(f"triton_ptx: no such file: {a.source}", file=sys.stderr)
@@ -125,7 +158,8 @@ def main():
             continue
         ptx = k.asm["ptx"]
         print(f"{e['name']}[{i}] {e['signature']} {e.get('num_warps', 4)}w/{e.get('num_stages', 3)}st "
-              f"sm_{a.arch}: shared {k.metadata.shared} B; {summarize(ptx)}; {ptxas_summary(ptxas_report(ptx, a.arch))}")
+              f"sm_{a.arch}: shared {k.metadata.shared} B; {summarize(ptx)}; {ptxas_summary(ptxas_report(ptx, a.arch))}"
+              + (f"; {sass_summary(sass_counts(k.asm['cubin']))}" if a.sass else ""))
         if a.ptx_dir:
             a.ptx_dir.mkdir(parents=True, exist_ok=True)
             (a.ptx_dir / f"{e['name']}_{i}_sm{a.arch}.ptx").write_text(ptx)
