@@ -15,7 +15,9 @@ once hinted only its strides, not M, N and K: every load of A and B was one 2-by
 and the loop was not pipelined, at 0.20x cuBLAS. The same entries must not draw ptxas's
 warning C7515 (wgmma serialized: each k-step's tensor-core instructions wait for each other):
 the nt matmul's 128x256 kernel did, from a zero-trip path of its K loop, until its loop was
-made to run at least once. Exit 0 with a summary, 1 with a line per entry that failed.
+made to run at least once. An entry whose PTX has wgmma must have HGMMA in its SASS (what
+ptxas made of it, read with Triton's cuobjdump). Exit 0 with a summary, 1 with a line per
+entry that failed.
 """
 import re
 import sys
@@ -46,7 +48,10 @@ for src in sources:
         rep = triton_ptx.ptxas_report(k.asm["ptx"], 90)
         if any(code == "C7515" for code, _ in rep["warnings"]):
             failures.append(f"{where}: {triton_ptx.ptxas_summary(rep)}")
+        # A tl.dot that became wgmma must reach the SASS as HGMMA (Hopper's warpgroup MMA).
+        if "wgmma.mma_async" in k.asm["ptx"] and not triton_ptx.sass_counts(k.asm["cubin"])["HGMMA"]:
+            failures.append(f"{where}: wgmma in the PTX but no HGMMA in the SASS")
 print("\n".join(failures) if failures else
       f"triton_vectorised: {checked} hinted entries of {len(sources)} files, every global load 16 bytes wide or cp.async, "
-      "no wgmma serialized")
+      "no wgmma serialized, every wgmma an HGMMA in the SASS")
 sys.exit(1 if failures or checked == 0 else 0)
