@@ -592,12 +592,17 @@ int cmd_doctor(bool remeasure) {
   const std::string note = triton_build_note();
   if (note.empty()) {
     const std::string why = triton_supported();
-    std::printf("  Triton impls           built (AOT, sm_90)%s\n", why.empty() ? "" : ("; not runnable here: " + why).c_str());
+    std::printf("  Triton impls           built (AOT, sm_80 and sm_90)%s\n", why.empty() ? "" : ("; not runnable here: " + why).c_str());
   } else {
     std::printf("  Triton impls           missing: %s\n", note.c_str());
   }
   for (const char* tool : {"compute-sanitizer", "ncu", "nvcc"})
     std::printf("  %-22s %s\n", tool, on_path(tool) ? "found" : "not on PATH");
+  try {
+    std::printf("  %-22s %s (klab inspect)\n", "cuobjdump", find_cuobjdump().c_str());
+  } catch (const Error& e) {
+    std::printf("  %-22s not found: klab inspect needs it (the CUDA toolkit's, or Triton's; KLAB_CUOBJDUMP)\n", "cuobjdump");
+  }
   std::size_t n_ops = registry().ops().size(), n_impls = 0;
   for (const auto& op : registry().ops()) n_impls += registry().impls_of(op.name).size();
   std::printf("  registry               %zu lessons, %zu ops, %zu impls\n", registry().lessons().size(), n_ops, n_impls);

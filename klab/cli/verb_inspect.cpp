@@ -75,6 +75,8 @@ std::string capture(const std::string& cmd) {
   return out;
 }
 
+}  // namespace
+
 // cuobjdump: $KLAB_CUOBJDUMP, the toolkit klab was built with, PATH, then the copy that
 // ships inside the Triton package of the build's Python (the machine may have no toolkit
 // binaries besides nvcc).
@@ -107,6 +109,8 @@ std::string find_cuobjdump() {
     if (executable(p)) return p.string();
   throw Error("klab inspect: no cuobjdump found (the CUDA toolkit's, on PATH, or Triton's); set KLAB_CUOBJDUMP to one");
 }
+
+namespace {
 
 int default_arch() {
   int n = 0, dev = 0;

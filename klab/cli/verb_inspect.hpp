@@ -22,6 +22,10 @@ struct InspectArgs {
 
 CLI::App* add_inspect_verb(CLI::App& app, InspectArgs& a);
 
+// The cuobjdump inspect runs ($KLAB_CUOBJDUMP, the build's toolkit, PATH, Triton's copy);
+// throws Error when there is none (klab doctor reports which).
+std::string find_cuobjdump();
+
 // Prints the table (and writes --json); exit 0. Unknown lessons or impls, --arch other than
 // 80 or 90, --threads outside 1..1024: UsageError (exit 2). No cuobjdump: Error (exit 1).
 int cmd_inspect(const InspectArgs& a);
