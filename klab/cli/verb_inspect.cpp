@@ -16,6 +16,7 @@
 #include <CLI/CLI.hpp>
 #include <algorithm>
 #include <cctype>
+#include <charconv>
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
@@ -158,8 +159,17 @@ CLI::App* add_inspect_verb(CLI::App& app, InspectArgs& a) {
 
 int cmd_inspect(const InspectArgs& a) {
   const Registry& reg = registry();
-  if (a.threads < 1 || a.threads > 1024) throw UsageError(fmt::format("--threads {}: must be 1 to 1024", a.threads));
-  const int cc = a.arch ? a.arch : default_arch();
+  // Whole numbers, checked here so that a word or a fraction gets this one line.
+  const auto whole = [](const std::string& opt, const std::string& v, const char* what) {
+    int n = 0;
+    const auto [end, ec] = std::from_chars(v.data(), v.data() + v.size(), n);
+    if (ec != std::errc{} || end != v.data() + v.size())
+      throw UsageError(fmt::format("{} '{}': must be {}", opt, v, what));
+    return n;
+  };
+  const int threads = whole("--threads", a.threads, "a whole number from 1 to 1024");
+  if (threads < 1 || threads > 1024) throw UsageError(fmt::format("--threads {}: must be 1 to 1024", threads));
+  const int cc = a.arch.empty() ? default_arch() : whole("--arch", a.arch, "80 (A100) or 90 (H100)");
   const inspect::Limits lim = inspect::limits_for(cc);
   std::vector<const Lesson*> lessons;
   for (const auto& key : a.lessons) {
@@ -260,7 +270,7 @@ int cmd_inspect(const InspectArgs& a) {
   std::printf("%s: %s's limits (%d registers, %d KB shared memory, %d threads an SM); occupancy at %d threads a block, "
               "static shared memory only\n",
               fmt::format("sm_{}", cc).c_str(), lim.gpu.c_str(), lim.regs_per_sm, lim.smem_per_sm / 1024,
-              lim.threads_per_sm, a.threads);
+              lim.threads_per_sm, threads);
   std::string head = fmt::format("{:<6} {:<20} {:>4} {:>5} {:>5} {:>7} {:>11}", "lesson", "impl", "regs", "stack", "local",
                                  "smem", "occupancy");
   for (const auto& c : kMix) head += fmt::format(" {:>6}", c.name);
@@ -274,7 +284,7 @@ int cmd_inspect(const InspectArgs& a) {
       continue;
     }
     const Kernel& k = *r.kernel;
-    const inspect::Occupancy o = inspect::occupancy(k, a.threads, lim);
+    const inspect::Occupancy o = inspect::occupancy(k, threads, lim);
     std::string line = fmt::format("{:<6} {:<20} {:>4} {:>5} {:>5} {:>7} {:>11}", r.lesson, r.impl, k.regs, k.stack,
                                    k.local, fmt::format("{} B", k.shared), fmt::format("{} blk {}%", o.blocks, o.warps_pct));
     nlohmann::json mixj = nlohmann::json::object();
@@ -294,7 +304,7 @@ int cmd_inspect(const InspectArgs& a) {
                    {"stack", k.stack},
                    {"local", k.local},
                    {"shared_static", k.shared},
-                   {"occupancy", {{"threads", a.threads}, {"blocks", o.blocks}, {"warps_pct", o.warps_pct},
+                   {"occupancy", {{"threads", threads}, {"blocks", o.blocks}, {"warps_pct", o.warps_pct},
                                   {"limiter", o.limiter}}},
                    {"mix", mixj},
                    {"opcodes", k.sass},
