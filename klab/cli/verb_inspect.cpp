@@ -16,7 +16,6 @@
 #include <CLI/CLI.hpp>
 #include <algorithm>
 #include <cctype>
-#include <charconv>
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
@@ -24,14 +23,15 @@
 #include <set>
 #include <sstream>
 
-#include <cuda_runtime.h>
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
 #include "klab/cli.hpp"
+#include "klab/device.hpp"
 #include "klab/error.hpp"
 #include "klab/inspect.hpp"
 #include "klab/op.hpp"
+#include "validators.hpp"
 
 namespace klab {
 
@@ -113,14 +113,10 @@ std::string find_cuobjdump() {
 
 namespace {
 
+// 90 on a 9.x device, 80 on an 8.x one; 90 without a GPU.
 int default_arch() {
-  int n = 0, dev = 0;
-  cudaDeviceProp prop{};
-  if (cudaGetDeviceCount(&n) == cudaSuccess && n > 0 && cudaGetDevice(&dev) == cudaSuccess &&
-      cudaGetDeviceProperties(&prop, dev) == cudaSuccess)
-    return prop.major >= 9 ? 90 : 80;
-  cudaGetLastError();
-  return 90;
+  const DeviceInfo& d = device_info();
+  return d.present && d.cc_major < 9 ? 80 : 90;
 }
 
 bool arch_is(const Kernel& k, int cc) { return k.arch.rfind(fmt::format("sm_{}", cc), 0) == 0; }
@@ -152,24 +148,18 @@ CLI::App* add_inspect_verb(CLI::App& app, InspectArgs& a) {
   auto* c = app.add_subcommand("inspect", "registers, shared memory, spills, SASS mix and occupancy of each kernel (no GPU)");
   c->add_option("lessons", a.lessons, "only these lessons (default: all)");
   c->add_option("--impl", a.impls, "only these impls (repeatable or comma-separated)")->delimiter(',');
-  c->add_option("--arch", a.arch, "80 (A100) or 90 (H100): whose cubins and limits (default: this GPU's, else 90)");
-  c->add_option("--threads", a.threads, "threads per block for the occupancy column (default 256)");
+  c->add_option("--arch", a.arch, "80 (A100) or 90 (H100): whose cubins and limits (default: this GPU's, else 90)")
+      ->check(whole_number<int>("80 (A100) or 90 (H100)"));
+  c->add_option("--threads", a.threads, "threads per block for the occupancy column (default 256)")
+      ->check(whole_number<int>("a block size: a whole number from 1 to 1024"));
   return c;   // --json: klab_main adds it with the other verbs' (one writability check)
 }
 
 int cmd_inspect(const InspectArgs& a) {
   const Registry& reg = registry();
-  // Whole numbers, checked here so that a word or a fraction gets this one line.
-  const auto whole = [](const std::string& opt, const std::string& v, const char* what) {
-    int n = 0;
-    const auto [end, ec] = std::from_chars(v.data(), v.data() + v.size(), n);
-    if (ec != std::errc{} || end != v.data() + v.size())
-      throw UsageError(fmt::format("{} '{}': must be {}", opt, v, what));
-    return n;
-  };
-  const int threads = whole("--threads", a.threads, "a whole number from 1 to 1024");
+  const int threads = a.threads;
   if (threads < 1 || threads > 1024) throw UsageError(fmt::format("--threads {}: must be 1 to 1024", threads));
-  const int cc = a.arch.empty() ? default_arch() : whole("--arch", a.arch, "80 (A100) or 90 (H100)");
+  const int cc = a.arch ? a.arch : default_arch();
   const inspect::Limits lim = inspect::limits_for(cc);
   std::vector<const Lesson*> lessons;
   for (const auto& key : a.lessons) {

@@ -15,8 +15,8 @@ namespace klab {
 struct InspectArgs {
   std::vector<std::string> lessons;   // default: all
   std::vector<std::string> impls;     // default: all of the lessons'
-  std::string arch;                   // "80" or "90"; empty: this GPU's, else 90
-  std::string threads = "256";        // block size for the occupancy column, 1..1024
+  int arch = 0;                       // 80 or 90; 0: this GPU's, else 90
+  int threads = 256;                  // block size for the occupancy column, 1..1024
   std::string json;                   // also write the rows here
 };
 

@@ -31,10 +31,12 @@ bool header_value(const std::string& line, const char* key, std::string& out) {
   return true;
 }
 
+// The number after "KEY:" in a resource line ("REG:40 STACK:0 SHARED:0 ..."); 0 if absent.
 int field(const std::string& line, const char* key) {
-  const std::regex re(std::string(key) + R"(:(\d+))");
-  std::smatch m;
-  return std::regex_search(line, m, re) ? std::atoi(m[1].str().c_str()) : 0;
+  const std::string k = std::string(key) + ":";
+  for (std::size_t at = line.find(k); at != std::string::npos; at = line.find(k, at + 1))
+    if (at == 0 || line[at - 1] == ' ') return std::atoi(line.c_str() + at + k.size());
+  return 0;
 }
 
 }  // namespace

@@ -36,6 +36,7 @@
 #include <cstdint>
 #include <string>
 
+#include "klab/device.hpp"
 #include "klab/device/cp_async.cuh"
 #include "klab/device/online_softmax.cuh"
 #include "klab/device/vec.cuh"
@@ -167,11 +168,9 @@ void launch_v7(const lesson04::RowArgs& a, const lesson04::OnlinePlan& pl) {
     cfg.numAttrs = 1;
     KLAB_CHECK_CUDA(cudaOccupancyMaxActiveClusters(&groups, kernel, &cfg));
   } else {
-    int dev = 0, sms = 0, per_sm = 0;
-    KLAB_CHECK_CUDA(cudaGetDevice(&dev));
-    KLAB_CHECK_CUDA(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev));
+    int per_sm = 0;
     KLAB_CHECK_CUDA(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kernel, pl.threads, smem));
-    groups = sms * per_sm;
+    groups = klab::device_info().sms * per_sm;
   }
   KLAB_REQUIRE(groups > 0, "v7_prefetch: no block of this plan fits on the GPU");
   const int row_step = static_cast<int>(std::min<i64>(groups, a.rows));
