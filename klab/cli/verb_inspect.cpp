@@ -40,7 +40,8 @@ using inspect::Kernel;
 
 namespace {
 
-// The columns of the instruction mix: a name and the opcode families it counts.
+// The columns of the instruction mix: a name and the opcode families it counts
+// (tools/triton_ptx.py's SASS_MIX prints the same for Triton's cubins).
 struct MixColumn {
   const char* name;
   std::vector<const char*> ops;
