@@ -1,4 +1,4 @@
-// The driver-API functions that Triton's generated launchers call, resolved at run time
+// The driver-API functions that Triton's generated launchers and the TMA descriptors call, resolved at run time
 // through the CUDA runtime (cudaGetDriverEntryPointByVersion) instead of linking libcuda.
 //
 // Why: a binary linked against libcuda.so.1 does not start at all on a machine without
@@ -41,4 +41,12 @@ KLAB_FORWARD(cuLaunchKernel,
               unsigned int sharedMemBytes, CUstream hStream, void** kernelParams, void** extra),
              (f, gridDimX, gridDimY, gridDimZ, blockDimX, blockDimY, blockDimZ, sharedMemBytes, hStream,
               kernelParams, extra))
+// TMA descriptors (klab/device/tma.cuh, lesson 05's Hopper versions).
+KLAB_FORWARD(cuTensorMapEncodeTiled,
+             (CUtensorMap * tensorMap, CUtensorMapDataType tensorDataType, cuuint32_t tensorRank, void* globalAddress,
+              const cuuint64_t* globalDim, const cuuint64_t* globalStrides, const cuuint32_t* boxDim,
+              const cuuint32_t* elementStrides, CUtensorMapInterleave interleave, CUtensorMapSwizzle swizzle,
+              CUtensorMapL2promotion l2Promotion, CUtensorMapFloatOOBfill oobFill),
+             (tensorMap, tensorDataType, tensorRank, globalAddress, globalDim, globalStrides, boxDim, elementStrides,
+              interleave, swizzle, l2Promotion, oobFill))
 }

@@ -83,6 +83,19 @@ __device__ __forceinline__ float b_at(const T* B, std::int64_t ldb, int k, int n
                              : B[static_cast<std::int64_t>(k) * ldb + n]);
 }
 
+// Grouped tile order. Row-major order walks all N tiles of one M row before the next, so
+// the B columns are re-read from DRAM for each M row; grouped order walks GROUP M rows at a
+// time, column by column, so a B tile is reused GROUP times while it is in L2. Maps the
+// linear tile index t (0 .. grid_m·grid_n) to (tile_m, tile_n).
+template <int GROUP>
+__device__ __forceinline__ void grouped_tile(int t, int grid_m, int grid_n, int& tile_m, int& tile_n) {
+  const int per_group = GROUP * grid_n;
+  const int first_m = (t / per_group) * GROUP;
+  const int rows = min(grid_m - first_m, GROUP);
+  tile_m = first_m + (t % per_group) % rows;
+  tile_n = (t % per_group) / rows;
+}
+
 // ---- host side -----------------------------------------------------------------------
 
 // Variant string -> the two layout booleans as template arguments:
@@ -190,11 +203,14 @@ __device__ __forceinline__ void store_pair(TC* g_c, std::int64_t row_off, int n,
   }
 }
 
-// ---- shared launchers (defined in matmul_regtile.cu / matmul_mma.cu) -------------------
+// ---- shared launchers (defined in matmul_regtile.cu / matmul_mma.cu / matmul_hopper.cu) 
 // Used by split-K (matmul_splitk.cu): `out_f32` writes fp32 to g.C (the split-K partials)
 // instead of the problem's dtype.
 void launch_warptile_f32(const GemmArgs& g, const std::string& variant, cudaStream_t s);
 void launch_mma_bf16(const GemmArgs& g, const std::string& variant, bool out_f32, cudaStream_t s);
+// v17_splitk_wgmma's slices (matmul_hopper.cu): 128x128 tiles, K slices multiples of 64.
+void launch_wgmma_splitk_bf16(const GemmArgs& g, const std::string& variant, bool out_f32, cudaStream_t s);
+std::string supports_wgmma(const klab::Problem& p);
 
 // The typical size of an output of a K-term dot product of inputs uniform in [-1, 1).
 inline double sigma_k(std::int64_t K) { return std::sqrt(static_cast<double>(K)) / 3.0; }

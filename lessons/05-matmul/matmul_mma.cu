@@ -296,20 +296,10 @@ __global__ void __launch_bounds__(Cfg::NT, Cfg::MIN_BLOCKS) matmul_mma_sync(Gemm
   const auto z = z_slice<AK, BK, bf16, TC>(g);
   const int tid = threadIdx.x, warp = tid / 32, lane = tid % 32;
 
-  // Tile order. Row-major order walks all N tiles of one M row before the next, so the B
-  // columns are re-read from DRAM for each M row; grouped order walks 8 M rows at a time,
-  // column by column, and a B tile is reused 8 times while it is in L2.
+  // Tile order: row-major, or grouped (matmul.cuh: grouped_tile) so that consecutive
+  // blocks share B tiles in L2.
   int tile_m = blockIdx.y, tile_n = blockIdx.x;
-  if constexpr (Cfg::GROUPED) {
-    constexpr int GROUP = 8;
-    const int grid_n = gridDim.x, grid_m = gridDim.y;
-    const int bid = blockIdx.y * grid_n + blockIdx.x;
-    const int per_group = GROUP * grid_n;
-    const int first_m = (bid / per_group) * GROUP;
-    const int rows = min(grid_m - first_m, GROUP);
-    tile_m = first_m + (bid % per_group) % rows;
-    tile_n = (bid % per_group) / rows;
-  }
+  if constexpr (Cfg::GROUPED) grouped_tile<8>(blockIdx.y * gridDim.x + blockIdx.x, gridDim.y, gridDim.x, tile_m, tile_n);
   const int m0 = tile_m * BM, n0 = tile_n * BN;
   const int wm0 = (warp / Cfg::WARPS_N_) * Cfg::WM, wn0 = (warp % Cfg::WARPS_N_) * Cfg::WN;
 

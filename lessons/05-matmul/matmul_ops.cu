@@ -16,8 +16,9 @@
 //   matmul_triton_impl.cu   matmul triton (the kernel: matmul_triton.py)
 //   gemv.cu                 gemv v1_thread_per_row, v2_warp_per_row, v3_multi_row
 //   exercise.cu             matmul exercise (the learner's v3_smem_tiles)
-//   (Hopper: a matmul_hopper.cu with v14_wgmma_tma... registers into the same ops; nothing
-//    here changes.)
+//   matmul_hopper.cu        matmul v14_wgmma_tma, v15_warp_specialized, v16_persistent;
+//                           matmul_batched v16_persistent           bf16, TMA + wgmma (sm_90a)
+//   matmul_splitk.cu        matmul v17_splitk_wgmma                 split-K on the Hopper kernel
 //
 //   klab test 05                         verify every impl on the edge shapes
 //   klab bench 05 --op matmul --dtype bf16 --variant nt
@@ -230,6 +231,10 @@ klab::Op make_matmul_op(bool batched) {
         {72, 56, 8200},     // split-K with 16-byte loads / cp.async: 29 slices of 288, the last short
         {1031, 1160, 1024}, // split-K on 90 tiles (3 slices on 132 SMs): the reduce kernel's
                             // grid-stride loop (4096 blocks of 256) runs twice
+        // Row pitches multiples of 8, so the TMA versions (v14-v17) take them too:
+        {8, 16, 0},         // K = 0 on a shape TMA can describe
+        {24, 40, 8},        // every box larger than the matrix: all edges zero-filled
+        {1000, 1016, 1000}, // partial tiles in M (128), N (256, 128) and K (64) at once
     };
     op.bench_shapes = {{4096, 4096, 4096}, {8192, 8192, 8192}, {512, 512, 32768}};
   } else {

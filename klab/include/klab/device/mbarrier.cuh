@@ -1,0 +1,79 @@
+// klab/device/mbarrier.cuh — shared-memory transaction barriers (sm_90; lesson 05's Hopper
+// versions).
+//
+// An mbarrier is a 64-bit object in shared memory that counts arrivals and, on Hopper, bytes
+// ("transactions"). It completes a phase when the expected arrivals have arrived and every
+// byte announced by arrive.expect_tx has landed; then it starts the next phase. Waiters
+// name the phase they wait for by its parity (0, 1, 0, ...), so a barrier reused round a
+// ring of pipeline stages needs no reset:
+//
+//   full[s]   "stage s holds tile j":  one arrive.expect_tx(bytes) by the thread that
+//             issues the TMA copies; the copies' bytes complete it. Consumers of the u-th
+//             use of stage s wait for parity u & 1.
+//   empty[s]  "stage s may be overwritten": one arrive per consumer warp after its MMAs on
+//             stage s have finished. The producer's u-th refill (u >= 1) waits for the
+//             phase of use u - 1, parity (u - 1) & 1. For u = 0 it waits for parity 1,
+//             which a freshly initialised barrier (in phase 0) reports as already passed.
+//
+// Below sm_90 the wrappers compile to nothing (KLAB_NO_TMA): kernels that use them report
+// themselves unsupported there and never run.
+#pragma once
+
+#include <cuda_runtime.h>
+
+#include <cstdint>
+
+#include "klab/device/cp_async.cuh"  // smem_u32
+
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ < 900
+#define KLAB_NO_TMA 1
+#endif
+
+namespace klab {
+
+// One thread initialises; `count` arrivals (besides the transaction bytes) complete a phase.
+__device__ __forceinline__ void mbar_init(std::uint32_t s_bar, std::uint32_t count) {
+#ifndef KLAB_NO_TMA
+  asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;\n" ::"r"(s_bar), "r"(count));
+#endif
+}
+
+// After the inits, before any other thread or the copy engine uses the barriers: makes the
+// initialised state visible to the async proxy (the TMA unit). Follow it with a
+// __syncthreads() so the other threads see it too.
+__device__ __forceinline__ void mbar_fence_init() {
+#ifndef KLAB_NO_TMA
+  asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
+#endif
+}
+
+// Arrive and announce `bytes` more to come from asynchronous copies in this phase.
+__device__ __forceinline__ void mbar_arrive_expect_tx(std::uint32_t s_bar, std::uint32_t bytes) {
+#ifndef KLAB_NO_TMA
+  asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;\n" ::"r"(s_bar), "r"(bytes) : "memory");
+#endif
+}
+
+__device__ __forceinline__ void mbar_arrive(std::uint32_t s_bar) {
+#ifndef KLAB_NO_TMA
+  asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];\n" ::"r"(s_bar) : "memory");
+#endif
+}
+
+// Blocks until the phase with this parity has completed. try_wait suspends the thread for
+// a hardware-chosen time before returning false, so the loop does not spin hot.
+__device__ __forceinline__ void mbar_wait(std::uint32_t s_bar, std::uint32_t parity) {
+#ifndef KLAB_NO_TMA
+  asm volatile(
+      "{\n"
+      ".reg .pred done;\n"
+      "WAIT_%=:\n"
+      "mbarrier.try_wait.parity.shared::cta.b64 done, [%0], %1;\n"
+      "@!done bra WAIT_%=;\n"
+      "}\n" ::"r"(s_bar),
+      "r"(parity)
+      : "memory");
+#endif
+}
+
+}  // namespace klab

@@ -1,0 +1,92 @@
+// klab/device/tma.cuh — the Tensor Memory Accelerator: tile copies global -> shared that
+// the copy engine performs on its own (sm_90; lesson 05's Hopper versions).
+//
+// The host describes a tensor once (a CUtensorMap: base, sizes, strides, the box a copy
+// moves, the shared-memory swizzle) and passes it to the kernel by value as a
+// `const __grid_constant__ CUtensorMap` parameter. One thread then issues a copy of a whole
+// box by its coordinates; the engine computes every address, fills the part of the box
+// outside the tensor with zeros (ragged edges need no code), writes shared memory in the
+// swizzled layout wgmma reads, and reports the bytes to an mbarrier (mbarrier.cuh).
+//
+// What TMA cannot describe: a base address that is not 16-byte aligned, or a row pitch
+// (any stride but the innermost) that is not a multiple of 16 bytes — a bf16 matrix whose
+// row length is not a multiple of 8. Kernels built on it must report such shapes
+// unsupported (tma_describable).
+//
+// The 128-byte swizzle: shared memory is written in rows of 128 bytes (the box's inner
+// extent must be exactly 128 bytes: 64 bf16), and within each group of 8 rows the 16-byte
+// chunk c of row r lands at chunk c ^ (r % 8). A column of 8 consecutive rows then spans
+// all 32 banks. The pattern repeats every 1024 bytes, so each box must start 1024-aligned.
+#pragma once
+
+#include <cuda.h>
+#include <cuda_runtime.h>
+
+#include <cstdint>
+#include <string>
+
+#include "klab/device/mbarrier.cuh"
+#include "klab/error.hpp"
+
+namespace klab {
+
+// ---- device ----------------------------------------------------------------------------
+
+// Copies the box at coordinates (c0 innermost, c1, c2) of `map` to s_dst (1024-aligned for
+// the 128-byte swizzle) and completes its bytes on the mbarrier s_bar.
+__device__ __forceinline__ void tma_load_3d(std::uint32_t s_dst, const CUtensorMap* map, std::uint32_t s_bar,
+                                            int c0, int c1, int c2) {
+#ifndef KLAB_NO_TMA
+  asm volatile(
+      "cp.async.bulk.tensor.3d.shared::cluster.global.tile.mbarrier::complete_tx::bytes [%0], [%1, {%3, %4, %5}], "
+      "[%2];\n" ::"r"(s_dst),
+      "l"(reinterpret_cast<std::uint64_t>(map)), "r"(s_bar), "r"(c0), "r"(c1), "r"(c2)
+      : "memory");
+#endif
+}
+
+// Shared memory written by ordinary stores that the copy engine or the tensor cores read
+// next must be fenced by each writing thread (then a barrier).
+__device__ __forceinline__ void fence_proxy_async_smem() {
+#ifndef KLAB_NO_TMA
+  asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
+#endif
+}
+
+// ---- host ------------------------------------------------------------------------------
+
+// "" when a row-major bf16/fp16 matrix (rows of `row_len` elements `pitch` apart, batch
+// entries `batch_stride` apart, base `p`) can be described to TMA; otherwise the reason.
+inline std::string tma_describable(const void* p, std::int64_t pitch, std::int64_t batch_stride,
+                                   std::size_t elem_bytes) {
+  if (reinterpret_cast<std::uintptr_t>(p) % 16 != 0) return "TMA needs a 16-byte aligned base address";
+  if ((pitch * static_cast<std::int64_t>(elem_bytes)) % 16 != 0 ||
+      (batch_stride * static_cast<std::int64_t>(elem_bytes)) % 16 != 0)
+    return "TMA needs row pitches that are multiples of 16 bytes (" + std::to_string(16 / elem_bytes) +
+           " elements)";
+  return "";
+}
+
+// A 3-D bf16 tensor map: `inner` contiguous elements per row, `outer` rows `pitch` elements
+// apart, `batch` matrices `batch_stride` elements apart; each copy moves a box of
+// box_inner x box_outer (x 1) elements into 128-byte-swizzled shared memory.
+inline CUtensorMap tensor_map_bf16(const void* base, std::uint64_t inner, std::uint64_t outer,
+                                   std::uint64_t batch, std::uint64_t pitch, std::uint64_t batch_stride,
+                                   std::uint32_t box_inner, std::uint32_t box_outer) {
+  KLAB_REQUIRE(box_inner * 2 == 128, "tensor_map_bf16: the 128-byte swizzle needs a 64-element inner box");
+  KLAB_REQUIRE(box_outer >= 1 && box_outer <= 256, "tensor_map_bf16: a box extent is 1..256");
+  CUtensorMap map;
+  // Empty dimensions are not describable; a tensor of size 0 is never copied from, so any
+  // extent of 1 serves (the kernels skip it before issuing a copy).
+  const cuuint64_t dims[3] = {inner ? inner : 1, outer ? outer : 1, batch ? batch : 1};
+  const cuuint64_t strides[2] = {pitch * 2, (batch_stride ? batch_stride : pitch * (outer ? outer : 1)) * 2};
+  const cuuint32_t box[3] = {box_inner, box_outer, 1};
+  const cuuint32_t elem_strides[3] = {1, 1, 1};
+  KLAB_CHECK_CU(cuTensorMapEncodeTiled(&map, CU_TENSOR_MAP_DATA_TYPE_BFLOAT16, 3, const_cast<void*>(base), dims,
+                                       strides, box, elem_strides, CU_TENSOR_MAP_INTERLEAVE_NONE,
+                                       CU_TENSOR_MAP_SWIZZLE_128B, CU_TENSOR_MAP_L2_PROMOTION_L2_256B,
+                                       CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE));
+  return map;
+}
+
+}  // namespace klab

@@ -1,0 +1,354 @@
+// Lesson 05 — matmul on Hopper: the copy engine (TMA) fills shared memory, the warpgroup
+// MMA (wgmma) reads it, mbarriers hand the stages between them. bf16 in, fp32 accumulation,
+// bf16 out. One kernel (matmul_wgmma), configured by WgCfg, serves every version here:
+//
+//   v14_wgmma_tma        a block of two warpgroups computes a 128x256 tile, each warpgroup
+//                        64x256 with wgmma.m64n256k16 (128 fp32 accumulators per thread).
+//                        Tiles arrive by TMA into 128-byte-swizzled stages; one thread issues
+//                        every copy, three stages ahead, in between its own MMAs. Each stage
+//                        has two mbarriers: "full" (the copy's bytes landed) and "empty" (all
+//                        eight warps finished their MMAs on it), so no __syncthreads in the
+//                        loop; a warpgroup keeps one batch of MMAs in flight while it waits.
+//   v15_warp_specialized a third warpgroup only issues copies (one thread of it), so the
+//                        loads never wait behind an MMA; it gives its registers to the two
+//                        MMA warpgroups (setmaxnreg: 40 for it, 232 for them); four stages.
+//   v16_persistent       one block per SM walks the tiles in grouped order (matmul.cuh), so
+//                        the copies of its next tile start while its MMA warpgroups are still
+//                        storing the last one: the epilogue hides behind the next main loop.
+//   v17_splitk_wgmma     small M·N with long K: v15's kernel on 128x128 tiles with blockIdx.z
+//                        over K slices into fp32 partials, summed in slice order by
+//                        matmul_v12_splitk_reduce (matmul_splitk.cu).
+//
+// The shapes TMA can describe (klab/device/tma.cuh): every row pitch a multiple of 8 bf16.
+// Within those, any M, N, K: the copy engine zero-fills the parts of a box outside the
+// matrix, and the stores are guarded. Other shapes are reported unsupported with the
+// reason; v13_mma_autotuned takes every shape. All three layouts: an operand stored K-major
+// (A in nn and nt, B in nt) is copied as boxes of 64 K x rows; an M/N-major one as boxes of
+// 64 M/N values x 64 k rows, and wgmma reads it transposed (klab/device/wgmma.cuh).
+//
+// The TMA, mbarrier and wgmma wrappers are klab/device/{tma,mbarrier,wgmma}.cuh. They need
+// sm_90a: below it this kernel compiles to nothing and supports() says so.
+//
+//   klab test 05 --op matmul,matmul_batched --impl v14_wgmma_tma,v15_warp_specialized,v16_persistent
+//   klab bench 05 --op matmul --dtype bf16 --impl v16_persistent,cublas --shape 4096x4096x4096
+#include <cuda.h>
+#include <cuda_bf16.h>
+#include <cuda_runtime.h>
+
+#include <algorithm>
+#include <cstdint>
+#include <string>
+
+#include "klab/device.hpp"
+#include "klab/device/mbarrier.cuh"
+#include "klab/device/tma.cuh"
+#include "klab/device/wgmma.cuh"
+#include "klab/error.hpp"
+#include "klab/kernels.cuh"
+#include "klab/op.hpp"
+#include "matmul.cuh"
+
+namespace lesson05 {
+namespace {
+
+using bf16 = __nv_bfloat16;
+using std::int64_t;
+using std::uint32_t;
+
+// ======================================================================================
+// Configuration
+// ======================================================================================
+// BM x BN block tile, K in steps of BK = 64 (one 128-byte swizzle row of bf16), STAGES
+// shared-memory stages. BM / 64 MMA warpgroups, each 64 x BN. WS: one more warpgroup that
+// only copies. PERSISTENT: one block per SM looping over tiles.
+template <int BN_, int STAGES_, bool WS_, bool PERSISTENT_>
+struct WgCfg {
+  static constexpr int BM = 128, BN = BN_, BK = 64, STAGES = STAGES_;
+  static constexpr bool WS = WS_, PERSISTENT = PERSISTENT_;
+  static constexpr int CONSUMERS = BM / 64;                      // MMA warpgroups
+  static constexpr int NT = (CONSUMERS + (WS ? 1 : 0)) * 128;
+  static constexpr int A_BYTES = BM * BK * 2, B_BYTES = BN * BK * 2;
+  static constexpr int STAGE_BYTES = A_BYTES + B_BYTES;
+  // 1024 for aligning the stages to the swizzle period, then two mbarriers per stage.
+  static constexpr int SMEM_BYTES = 1024 + STAGES * STAGE_BYTES + 2 * STAGES * 8;
+  static constexpr int ACC = BN / 2;                             // fp32 accumulators per thread
+  static_assert(BN == 128 || BN == 256, "wgmma tiles here are 64x128 or 64x256 per warpgroup");
+  static_assert(SMEM_BYTES <= 227 * 1024, "over the 227 KB a block may have");
+  static_assert(!PERSISTENT || WS, "the persistent kernel is the warp-specialized one");
+};
+//                  BN STAGES WS     PERSISTENT
+using CfgV14 = WgCfg<256, 3, false, false>;
+using CfgV15 = WgCfg<256, 4, true, false>;
+using CfgV16 = WgCfg<256, 4, true, true>;
+using CfgV17 = WgCfg<128, 6, true, false>;
+
+// Register split of the warp-specialized kernels: 128 x 40 + 256 x 232 <= 64K registers.
+constexpr int kProducerRegs = 40, kConsumerRegs = 232;
+
+// ======================================================================================
+// The tile a block works on
+// ======================================================================================
+struct Tile {
+  int m0, n0;      // first row and column of the output tile
+  int z, batch;    // z-slice (batch x split) and its batch entry
+  int k0, k_tiles; // first k of the slice, and its number of BK-deep steps
+};
+
+// Tile t of tiles_m·tiles_n·Z: z-slices one after another, grouped order inside each.
+template <class Cfg>
+__device__ __forceinline__ Tile tile_at(int t, const GemmArgs& g, int tiles_m, int tiles_n) {
+  Tile tl;
+  const int per_z = tiles_m * tiles_n;
+  tl.z = t / per_z;
+  int tm, tn;
+  grouped_tile<8>(t - tl.z * per_z, tiles_m, tiles_n, tm, tn);
+  tl.m0 = tm * Cfg::BM;
+  tl.n0 = tn * Cfg::BN;
+  tl.batch = tl.z / g.splits;
+  tl.k0 = (tl.z - tl.batch * g.splits) * g.k_chunk;
+  const int k_len = min(g.K - tl.k0, g.k_chunk);
+  tl.k_tiles = (k_len + Cfg::BK - 1) / Cfg::BK;
+  return tl;
+}
+
+// ======================================================================================
+// The copies of one stage
+// ======================================================================================
+// A K-major (AK): one box of 64 k x BM rows. A M-major: BM/64 boxes of 64 m x 64 k rows,
+// 8 KB apart (the LBO of its descriptor). B likewise with N.
+template <class Cfg, bool AK, bool BK>
+__device__ __forceinline__ void load_stage(const CUtensorMap* tm_a, const CUtensorMap* tm_b, uint32_t s_a,
+                                           uint32_t s_full, const Tile& tl, int k) {
+  const uint32_t s_b = s_a + Cfg::A_BYTES;
+  // The full box bytes count, zero-filled ones included.
+  klab::mbar_arrive_expect_tx(s_full, Cfg::STAGE_BYTES);
+  if constexpr (AK) {
+    klab::tma_load_3d(s_a, tm_a, s_full, k, tl.m0, tl.batch);
+  } else {
+#pragma unroll
+    for (int i = 0; i < Cfg::BM / 64; ++i) klab::tma_load_3d(s_a + i * 8192, tm_a, s_full, tl.m0 + 64 * i, k, tl.batch);
+  }
+  if constexpr (BK) {
+    klab::tma_load_3d(s_b, tm_b, s_full, k, tl.n0, tl.batch);
+  } else {
+#pragma unroll
+    for (int i = 0; i < Cfg::BN / 64; ++i) klab::tma_load_3d(s_b + i * 8192, tm_b, s_full, tl.n0 + 64 * i, k, tl.batch);
+  }
+}
+
+// ======================================================================================
+// Kernel: v14 (in-line copies), v15 (a copy warpgroup), v16 (and persistent), v17 (split-K)
+// ======================================================================================
+template <class Cfg, bool AK, bool BK, class TC>
+__global__ void __launch_bounds__(Cfg::NT, 1)
+    matmul_wgmma(const __grid_constant__ CUtensorMap tm_a, const __grid_constant__ CUtensorMap tm_b, GemmArgs g,
+                 int tiles_m, int tiles_n, int tiles_total, bool c_pair) {
+#ifndef KLAB_NO_WGMMA
+  constexpr int STAGES = Cfg::STAGES, BN = Cfg::BN;
+  constexpr int TA = AK ? 0 : 1, TB = BK ? 0 : 1;  // wgmma reads M/N-major operands transposed
+  extern __shared__ __align__(1024) unsigned char s_raw[];
+  // Each stage: A tile (A_BYTES) then B tile; every box 1024-aligned for the swizzle.
+  const uint32_t s_stages = (klab::smem_u32(s_raw) + 1023u) & ~1023u;
+  const uint32_t s_full = s_stages + STAGES * Cfg::STAGE_BYTES;  // STAGES mbarriers of 8 bytes
+  const uint32_t s_empty = s_full + STAGES * 8;
+  auto stage_a = [&](int s) { return s_stages + s * Cfg::STAGE_BYTES; };
+
+  const int wg = threadIdx.x / 128, warp_in_wg = (threadIdx.x / 32) % 4, lane = threadIdx.x % 32;
+  if (threadIdx.x == 0) {
+    for (int s = 0; s < STAGES; ++s) {
+      klab::mbar_init(s_full + 8 * s, 1);                     // the copying thread's arrive + bytes
+      klab::mbar_init(s_empty + 8 * s, Cfg::CONSUMERS * 4);   // one arrive per MMA warp
+    }
+    klab::mbar_fence_init();
+  }
+  __syncthreads();
+
+  // Refill number j of the ring (j counts k-steps over all tiles of this block): wait until
+  // the MMAs of the previous use of its stage are done, then copy.
+  auto produce = [&](int j, const Tile& tl, int kt) {
+    const int s = j % STAGES;
+    klab::mbar_wait(s_empty + 8 * s, ((j / STAGES) & 1) ^ 1);
+    load_stage<Cfg, AK, BK>(&tm_a, &tm_b, stage_a(s), s_full + 8 * s, tl, tl.k0 + kt * Cfg::BK);
+  };
+
+  // ---- the copy warpgroup (v15, v16, v17) ------------------------------------------------
+  if (Cfg::WS && wg == 0) {
+    klab::setmaxnreg_dec<kProducerRegs>();
+    if (threadIdx.x == 0) {
+      int j = 0;
+      for (int t = blockIdx.x + blockIdx.z * (Cfg::PERSISTENT ? 0 : gridDim.x); t < tiles_total;
+           t += Cfg::PERSISTENT ? gridDim.x : tiles_total) {
+        const Tile tl = tile_at<Cfg>(t, g, tiles_m, tiles_n);
+        for (int kt = 0; kt < tl.k_tiles; ++kt, ++j) produce(j, tl, kt);
+      }
+    }
+    return;
+  }
+
+  // ---- the MMA warpgroups ----------------------------------------------------------------
+  if constexpr (Cfg::WS) klab::setmaxnreg_inc<kConsumerRegs>();
+  const int w = Cfg::WS ? wg - 1 : wg;  // which 64 rows of the block tile
+  // Descriptor strides (wgmma.cuh): K-major: SBO 1024, k-step +32 bytes; M/N-major: SBO
+  // 1024, LBO 8 KB (next 64-wide box), k-step +2048 bytes.
+  const uint32_t a_off = AK ? w * 64 * 128 : w * 8192;
+  float r_acc[Cfg::ACC];
+  int j = 0;
+  for (int t = blockIdx.x + blockIdx.z * (Cfg::PERSISTENT ? 0 : gridDim.x); t < tiles_total;
+       t += Cfg::PERSISTENT ? gridDim.x : tiles_total) {
+    const Tile tl = tile_at<Cfg>(t, g, tiles_m, tiles_n);
+    if (!Cfg::WS && threadIdx.x == 0)
+      for (int kt = 0; kt < min(STAGES, tl.k_tiles); ++kt) produce(kt, tl, kt);
+    if constexpr (!Cfg::WS) __syncwarp();
+#pragma unroll
+    for (int i = 0; i < Cfg::ACC; ++i) r_acc[i] = 0.f;
+
+    for (int kt = 0; kt < tl.k_tiles; ++kt, ++j) {
+      const int s = j % STAGES;
+      klab::mbar_wait(s_full + 8 * s, (j / STAGES) & 1);
+      const uint32_t s_a = stage_a(s) + a_off, s_b = stage_a(s) + Cfg::A_BYTES;
+      klab::wgmma_fence();
+#pragma unroll
+      for (int kk = 0; kk < Cfg::BK / 16; ++kk) {
+        const uint64_t d_a = klab::smem_desc_sw128(s_a + (AK ? 32 * kk : 2048 * kk), 8192, 1024);
+        const uint64_t d_b = klab::smem_desc_sw128(s_b + (BK ? 32 * kk : 2048 * kk), 8192, 1024);
+        klab::wgmma_bf16<BN, TA, TB>(r_acc, d_a, d_b, 1);
+      }
+      klab::wgmma_commit();
+      klab::wgmma_wait<1>();  // the previous step's MMAs are done: release its stage
+      if (kt > 0) {
+        if (lane == 0) klab::mbar_arrive(s_empty + 8 * ((j - 1) % STAGES));
+        // v14: the copying thread refills that stage with the step STAGES - 1 ahead.
+        if (!Cfg::WS && threadIdx.x == 0 && kt - 1 + STAGES < tl.k_tiles) produce(j - 1 + STAGES, tl, kt - 1 + STAGES);
+        if constexpr (!Cfg::WS) __syncwarp();  // warp 0 reconverges before the next wgmma (.aligned)
+      }
+    }
+    klab::wgmma_wait<0>();
+    klab::wgmma_fence_acc(r_acc);
+    if (tl.k_tiles > 0 && lane == 0) klab::mbar_arrive(s_empty + 8 * ((j - 1) % STAGES));
+
+    // Epilogue: each thread stores its fragment straight from registers (wgmma.cuh gives
+    // the layout); in v16 the copy warpgroup is already loading the next tile meanwhile.
+    TC* g_c = static_cast<TC*>(g.C) + static_cast<int64_t>(tl.z) * g.sC;
+    const int row = tl.m0 + w * 64 + warp_in_wg * 16 + lane / 4;
+    const int col = tl.n0 + 2 * (lane % 4);
+#pragma unroll
+    for (int h = 0; h < 2; ++h) {
+      const int m = row + 8 * h;
+      if (m >= g.M) continue;
+      const int64_t row_off = static_cast<int64_t>(m) * g.ldc;
+#pragma unroll
+      for (int jn = 0; jn < BN / 8; ++jn)
+        store_pair<TC>(g_c, row_off, col + 8 * jn, g.N, r_acc[4 * jn + 2 * h], r_acc[4 * jn + 2 * h + 1], c_pair);
+    }
+  }
+#endif
+}
+
+// ======================================================================================
+// Launchers
+// ======================================================================================
+// "" when every operand of this launch can be described to TMA, else why not.
+std::string tma_ok(const GemmArgs& g) {
+  std::string why = klab::tma_describable(g.A, g.lda, g.sA, 2);
+  if (why.empty()) why = klab::tma_describable(g.B, g.ldb, g.sB, 2);
+  return why;
+}
+
+template <class Cfg, class TC>
+void launch_wgmma(const GemmArgs& g, const std::string& variant, int batch, cudaStream_t s) {
+  if (empty_output(g) || batch == 0) return;
+  const std::string why = tma_ok(g);
+  KLAB_REQUIRE(why.empty(), "matmul (TMA): " + why);
+  KLAB_REQUIRE(g.splits == 1 || g.k_chunk % Cfg::BK == 0, "matmul (TMA): a K slice must be a multiple of 64");
+  const int tiles_m = static_cast<int>(klab::ceil_div<int64_t>(g.M, Cfg::BM));
+  const int tiles_n = static_cast<int>(klab::ceil_div<int64_t>(g.N, Cfg::BN));
+  const int64_t z = static_cast<int64_t>(batch) * g.splits;
+  const int64_t total = static_cast<int64_t>(tiles_m) * tiles_n * z;
+  KLAB_REQUIRE(total < (int64_t{1} << 31), "matmul (TMA): more than 2^31 tiles");
+  if (g.K == 0) {  // C = 0; an operand with no columns cannot be described to TMA
+    KLAB_REQUIRE(g.ldc == g.N && g.sC == static_cast<int64_t>(g.M) * g.N, "matmul (TMA): C must be dense");
+    KLAB_CHECK_CUDA(cudaMemsetAsync(g.C, 0, static_cast<std::size_t>(z * g.sC) * sizeof(TC), s));
+    return;
+  }
+  dispatch_layout(variant, [&]<bool AK, bool BK>() {
+    // Maps over the whole operands (batch entries as the third dimension); box shapes as
+    // load_stage copies them.
+    const CUtensorMap tm_a = AK ? klab::tensor_map_bf16(g.A, g.K, g.M, batch, g.lda, g.sA, 64, Cfg::BM)
+                                : klab::tensor_map_bf16(g.A, g.M, g.K, batch, g.lda, g.sA, 64, 64);
+    const CUtensorMap tm_b = BK ? klab::tensor_map_bf16(g.B, g.K, g.N, batch, g.ldb, g.sB, 64, Cfg::BN)
+                                : klab::tensor_map_bf16(g.B, g.N, g.K, batch, g.ldb, g.sB, 64, 64);
+    auto kernel = matmul_wgmma<Cfg, AK, BK, TC>;
+    static bool attr_set = false;  // per instantiation
+    if (!attr_set) {
+      KLAB_CHECK_CUDA(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, Cfg::SMEM_BYTES));
+      attr_set = true;
+    }
+    dim3 grid;
+    if constexpr (Cfg::PERSISTENT) {
+      const int sms = klab::device_info().sms;
+      grid = dim3(static_cast<unsigned>(std::min<int64_t>(total, sms)));
+    } else {
+      KLAB_REQUIRE(z <= 65535, "matmul (TMA): batch x splits over 65535");
+      grid = dim3(static_cast<unsigned>(tiles_m) * tiles_n, 1, static_cast<unsigned>(z));
+    }
+    kernel<<<grid, Cfg::NT, Cfg::SMEM_BYTES, s>>>(tm_a, tm_b, g, tiles_m, tiles_n, static_cast<int>(total),
+                                                  pair_ok(g, sizeof(TC)));
+    KLAB_CHECK_LAUNCH();
+  });
+}
+
+template <class Cfg>
+void run_wgmma_config(const klab::Launch& l) {
+  launch_wgmma<Cfg, bf16>(gemm_args(l), l.problem.variant, shape_of(l.problem).batch, l.stream);
+}
+
+void run_v14_wgmma_tma(const klab::Launch& l) { run_wgmma_config<CfgV14>(l); }
+void run_v15_warp_specialized(const klab::Launch& l) { run_wgmma_config<CfgV15>(l); }
+void run_v16_persistent(const klab::Launch& l) { run_wgmma_config<CfgV16>(l); }
+
+}  // namespace
+
+// "" when the TMA versions take this problem: bf16 on Hopper (sm_90a code), with row
+// pitches TMA can describe.
+std::string supports_wgmma(const klab::Problem& p) {
+  if (p.dtype != klab::DType::bf16) return "bf16 only (tensor cores); f32 runs on the SIMT ladder";
+  const auto& dev = klab::device_info();
+  if (dev.present && dev.cc() != 90) return "Hopper (compute capability 9.0) only: wgmma and setmaxnreg are sm_90a";
+  const Shape s = shape_of(p);
+  const int64_t a_pitch = a_kmajor(p.variant) ? s.K : s.M, b_pitch = b_kmajor(p.variant) ? s.K : s.N;
+  if (a_pitch % 8 != 0 || b_pitch % 8 != 0)
+    return std::string("TMA needs row pitches that are multiples of 8 bf16: this layout's are ") +
+           (a_kmajor(p.variant) ? "K" : "M") + " (A) and " + (b_kmajor(p.variant) ? "K" : "N") + " (B)";
+  return "";
+}
+
+// Used by split-K (v17_splitk_wgmma, matmul_splitk.cu): fp32 partials into g.C.
+void launch_wgmma_splitk_bf16(const GemmArgs& g, const std::string& variant, bool out_f32, cudaStream_t s) {
+  if (out_f32) launch_wgmma<CfgV17, float>(g, variant, 1, s);
+  else launch_wgmma<CfgV17, bf16>(g, variant, 1, s);
+}
+
+namespace {
+
+// ======================================================================================
+// Registration
+// ======================================================================================
+KLAB_REGISTER(klab::register_impl({.op = "matmul", .name = "v14_wgmma_tma",
+                                   .summary = "TMA into swizzled stages, wgmma 64x256x16, mbarrier full/empty ring",
+                                   .kind = klab::ImplKind::cuda, .supports = supports_wgmma,
+                                   .run = run_v14_wgmma_tma, .kernels = {"matmul_wgmma"}}));
+KLAB_REGISTER(klab::register_impl({.op = "matmul", .name = "v15_warp_specialized",
+                                   .summary = "a copy warpgroup and two MMA warpgroups, setmaxnreg 40/232",
+                                   .kind = klab::ImplKind::cuda, .supports = supports_wgmma,
+                                   .run = run_v15_warp_specialized, .kernels = {"matmul_wgmma"}}));
+KLAB_REGISTER(klab::register_impl({.op = "matmul", .name = "v16_persistent",
+                                   .summary = "one block per SM over grouped tiles, the next loads under the epilogue",
+                                   .kind = klab::ImplKind::cuda, .supports = supports_wgmma,
+                                   .run = run_v16_persistent, .kernels = {"matmul_wgmma"}}));
+KLAB_REGISTER(klab::register_impl({.op = "matmul_batched", .name = "v16_persistent",
+                                   .summary = "v16 with the batch as the TMA maps' third dimension",
+                                   .kind = klab::ImplKind::cuda, .supports = supports_wgmma,
+                                   .run = run_v16_persistent, .kernels = {"matmul_wgmma"}}));
+
+}  // namespace
+}  // namespace lesson05
