@@ -18,6 +18,11 @@
 //   v17_splitk_wgmma     small M·N with long K: v15's kernel on 128x128 tiles with blockIdx.z
 //                        over K slices into fp32 partials, summed in slice order by
 //                        matmul_v12_splitk_reduce (matmul_splitk.cu).
+//   v18_cluster_multicast v16 in clusters of two CTAs stacked in M: both need the same B
+//                        tile, so each copies half of it with one multicast TMA that lands in
+//                        both CTAs' shared memory. B's L2 reads halve; a stage is free only
+//                        when the MMA warps of both CTAs have released it (the consumers
+//                        arrive on the peer's empty barrier too).
 //
 // The shapes TMA can describe (klab/device/tma.cuh): every row pitch a multiple of 8 bf16.
 // Within those, any M, N, K: the copy engine zero-fills the parts of a box outside the
@@ -29,7 +34,7 @@
 // The TMA, mbarrier and wgmma wrappers are klab/device/{tma,mbarrier,wgmma}.cuh. They need
 // sm_90a: below it this kernel compiles to nothing and supports() says so.
 //
-//   klab test 05 --op matmul,matmul_batched --impl v14_wgmma_tma,v15_warp_specialized,v16_persistent
+//   klab test 05 --op matmul,matmul_batched --impl v14_wgmma_tma,v15_warp_specialized,v16_persistent,v18_cluster_multicast
 //   klab bench 05 --op matmul --dtype bf16 --impl v16_persistent,cublas --shape 4096x4096x4096
 #include <cuda.h>
 #include <cuda_bf16.h>
@@ -61,10 +66,11 @@ using std::uint32_t;
 // BM x BN block tile, K in steps of BK = 64 (one 128-byte swizzle row of bf16), STAGES
 // shared-memory stages. BM / 64 MMA warpgroups, each 64 x BN. WS: one more warpgroup that
 // only copies. PERSISTENT: one block per SM looping over tiles.
-template <int BN_, int STAGES_, bool WS_, bool PERSISTENT_>
+template <int BN_, int STAGES_, bool WS_, bool PERSISTENT_, int CLUSTER_ = 1>
 struct WgCfg {
   static constexpr int BM = 128, BN = BN_, BK = 64, STAGES = STAGES_;
   static constexpr bool WS = WS_, PERSISTENT = PERSISTENT_;
+  static constexpr int CLUSTER = CLUSTER_;  // CTAs side by side in M sharing each B tile
   static constexpr int CONSUMERS = BM / 64;                      // MMA warpgroups
   static constexpr int NT = (CONSUMERS + (WS ? 1 : 0)) * 128;
   static constexpr int A_BYTES = BM * BK * 2, B_BYTES = BN * BK * 2;
@@ -75,12 +81,14 @@ struct WgCfg {
   static_assert(BN == 128 || BN == 256, "wgmma tiles here are 64x128 or 64x256 per warpgroup");
   static_assert(SMEM_BYTES <= 227 * 1024, "over the 227 KB a block may have");
   static_assert(!PERSISTENT || WS, "the persistent kernel is the warp-specialized one");
+  static_assert(CLUSTER == 1 || (CLUSTER == 2 && PERSISTENT), "clusters of 2, in the persistent kernel");
 };
-//                  BN STAGES WS     PERSISTENT
+//                  BN STAGES WS     PERSISTENT CLUSTER
 using CfgV14 = WgCfg<256, 3, false, false>;
 using CfgV15 = WgCfg<256, 4, true, false>;
 using CfgV16 = WgCfg<256, 4, true, true>;
 using CfgV17 = WgCfg<128, 6, true, false>;
+using CfgV18 = WgCfg<256, 4, true, true, 2>;
 
 // Register split of the warp-specialized kernels: 128 x 40 + 256 x 232 <= 64K registers.
 constexpr int kProducerRegs = 40, kConsumerRegs = 232;
@@ -94,15 +102,18 @@ struct Tile {
   int k0, k_tiles; // first k of the slice, and its number of BK-deep steps
 };
 
-// Tile t of tiles_m·tiles_n·Z: z-slices one after another, grouped order inside each.
+// Work unit t of units_m·tiles_n·Z: z-slices one after another, grouped order inside each.
+// A unit is CLUSTER tiles stacked in M (one per CTA of the cluster, `rank` picks which):
+// they share the B tile. A tile past M (the last unit of an odd count) computes zeros and
+// stores nothing, but still copies its share of B for the other CTA.
 template <class Cfg>
-__device__ __forceinline__ Tile tile_at(int t, const GemmArgs& g, int tiles_m, int tiles_n) {
+__device__ __forceinline__ Tile tile_at(int t, const GemmArgs& g, int units_m, int tiles_n, int rank) {
   Tile tl;
-  const int per_z = tiles_m * tiles_n;
+  const int per_z = units_m * tiles_n;
   tl.z = t / per_z;
   int tm, tn;
-  grouped_tile<8>(t - tl.z * per_z, tiles_m, tiles_n, tm, tn);
-  tl.m0 = tm * Cfg::BM;
+  grouped_tile<8>(t - tl.z * per_z, units_m, tiles_n, tm, tn);
+  tl.m0 = (tm * Cfg::CLUSTER + rank) * Cfg::BM;
   tl.n0 = tn * Cfg::BN;
   tl.batch = tl.z / g.splits;
   tl.k0 = (tl.z - tl.batch * g.splits) * g.k_chunk;
@@ -116,9 +127,11 @@ __device__ __forceinline__ Tile tile_at(int t, const GemmArgs& g, int tiles_m, i
 // ======================================================================================
 // A K-major (AK): one box of 64 k x BM rows. A M-major: BM/64 boxes of 64 m x 64 k rows,
 // 8 KB apart (the LBO of its descriptor). B likewise with N.
+// With a cluster of 2, CTA `rank` copies half of the B tile (B_BOXES / 2 boxes, or half the
+// rows of a K-major box) to both CTAs at once (multicast).
 template <class Cfg, bool AK, bool BK>
 __device__ __forceinline__ void load_stage(const CUtensorMap* tm_a, const CUtensorMap* tm_b, uint32_t s_a,
-                                           uint32_t s_full, const Tile& tl, int k) {
+                                           uint32_t s_full, const Tile& tl, int k, int rank) {
   const uint32_t s_b = s_a + Cfg::A_BYTES;
   // The full box bytes count, zero-filled ones included.
   klab::mbar_arrive_expect_tx(s_full, Cfg::STAGE_BYTES);
@@ -128,11 +141,24 @@ __device__ __forceinline__ void load_stage(const CUtensorMap* tm_a, const CUtens
 #pragma unroll
     for (int i = 0; i < Cfg::BM / 64; ++i) klab::tma_load_3d(s_a + i * 8192, tm_a, s_full, tl.m0 + 64 * i, k, tl.batch);
   }
-  if constexpr (BK) {
-    klab::tma_load_3d(s_b, tm_b, s_full, k, tl.n0, tl.batch);
-  } else {
+  if constexpr (Cfg::CLUSTER == 1) {
+    if constexpr (BK) {
+      klab::tma_load_3d(s_b, tm_b, s_full, k, tl.n0, tl.batch);
+    } else {
 #pragma unroll
-    for (int i = 0; i < Cfg::BN / 64; ++i) klab::tma_load_3d(s_b + i * 8192, tm_b, s_full, tl.n0 + 64 * i, k, tl.batch);
+      for (int i = 0; i < Cfg::BN / 64; ++i)
+        klab::tma_load_3d(s_b + i * 8192, tm_b, s_full, tl.n0 + 64 * i, k, tl.batch);
+    }
+  } else {
+    constexpr int HALF = Cfg::BN / 2;  // B rows (K-major) or columns (N-major) this CTA copies
+    constexpr std::uint16_t ALL = (1u << Cfg::CLUSTER) - 1;
+    if constexpr (BK) {  // rows of 128 bytes: half the rows is half the bytes
+      klab::tma_load_3d_multicast(s_b + rank * HALF * 128, tm_b, s_full, k, tl.n0 + rank * HALF, tl.batch, ALL);
+    } else {
+#pragma unroll
+      for (int i = rank * HALF / 64; i < (rank + 1) * HALF / 64; ++i)
+        klab::tma_load_3d_multicast(s_b + i * 8192, tm_b, s_full, tl.n0 + 64 * i, k, tl.batch, ALL);
+    }
   }
 }
 
@@ -142,9 +168,9 @@ __device__ __forceinline__ void load_stage(const CUtensorMap* tm_a, const CUtens
 template <class Cfg, bool AK, bool BK, class TC>
 __global__ void __launch_bounds__(Cfg::NT, 1)
     matmul_wgmma(const __grid_constant__ CUtensorMap tm_a, const __grid_constant__ CUtensorMap tm_b, GemmArgs g,
-                 int tiles_m, int tiles_n, int tiles_total, bool c_pair) {
+                 int units_m, int tiles_n, int units_total, bool c_pair) {
 #ifndef KLAB_NO_WGMMA
-  constexpr int STAGES = Cfg::STAGES, BN = Cfg::BN;
+  constexpr int STAGES = Cfg::STAGES, BN = Cfg::BN, CLUSTER = Cfg::CLUSTER;
   constexpr int TA = AK ? 0 : 1, TB = BK ? 0 : 1;  // wgmma reads M/N-major operands transposed
   extern __shared__ __align__(1024) unsigned char s_raw[];
   // Each stage: A tile (A_BYTES) then B tile; every box 1024-aligned for the swizzle.
@@ -154,34 +180,42 @@ __global__ void __launch_bounds__(Cfg::NT, 1)
   auto stage_a = [&](int s) { return s_stages + s * Cfg::STAGE_BYTES; };
 
   const int wg = threadIdx.x / 128, warp_in_wg = (threadIdx.x / 32) % 4, lane = threadIdx.x % 32;
+  const int rank = CLUSTER > 1 ? static_cast<int>(klab::cluster_rank()) : 0;
   if (threadIdx.x == 0) {
     for (int s = 0; s < STAGES; ++s) {
-      klab::mbar_init(s_full + 8 * s, 1);                     // the copying thread's arrive + bytes
-      klab::mbar_init(s_empty + 8 * s, Cfg::CONSUMERS * 4);   // one arrive per MMA warp
+      klab::mbar_init(s_full + 8 * s, 1);  // the copying thread's arrive + bytes
+      // One arrive per MMA warp of every CTA whose stage s this CTA's copies write.
+      klab::mbar_init(s_empty + 8 * s, CLUSTER * Cfg::CONSUMERS * 4);
     }
     klab::mbar_fence_init();
   }
-  __syncthreads();
+  // The other CTA's copies and arrivals may target these barriers only once they exist.
+  if constexpr (CLUSTER > 1) klab::cluster_sync();
+  else __syncthreads();
+  // Persistent: unit t, t + stride, ...; otherwise the one unit of this block.
+  const int first = Cfg::PERSISTENT ? blockIdx.x / CLUSTER : blockIdx.x + blockIdx.z * gridDim.x;
+  const int stride = Cfg::PERSISTENT ? gridDim.x / CLUSTER : units_total;
 
   // Refill number j of the ring (j counts k-steps over all tiles of this block): wait until
   // the MMAs of the previous use of its stage are done, then copy.
   auto produce = [&](int j, const Tile& tl, int kt) {
     const int s = j % STAGES;
     klab::mbar_wait(s_empty + 8 * s, ((j / STAGES) & 1) ^ 1);
-    load_stage<Cfg, AK, BK>(&tm_a, &tm_b, stage_a(s), s_full + 8 * s, tl, tl.k0 + kt * Cfg::BK);
+    load_stage<Cfg, AK, BK>(&tm_a, &tm_b, stage_a(s), s_full + 8 * s, tl, tl.k0 + kt * Cfg::BK, rank);
   };
 
-  // ---- the copy warpgroup (v15, v16, v17) ------------------------------------------------
+  // ---- the copy warpgroup (v15 ... v18) ---------------------------------------------------
   if (Cfg::WS && wg == 0) {
     klab::setmaxnreg_dec<kProducerRegs>();
     if (threadIdx.x == 0) {
       int j = 0;
-      for (int t = blockIdx.x + blockIdx.z * (Cfg::PERSISTENT ? 0 : gridDim.x); t < tiles_total;
-           t += Cfg::PERSISTENT ? gridDim.x : tiles_total) {
-        const Tile tl = tile_at<Cfg>(t, g, tiles_m, tiles_n);
+      for (int t = first; t < units_total; t += stride) {
+        const Tile tl = tile_at<Cfg>(t, g, units_m, tiles_n, rank);
         for (int kt = 0; kt < tl.k_tiles; ++kt, ++j) produce(j, tl, kt);
       }
     }
+    // A CTA of a cluster leaves only with the other: its copies and arrivals target us.
+    if constexpr (CLUSTER > 1) klab::cluster_sync();
     return;
   }
 
@@ -191,11 +225,16 @@ __global__ void __launch_bounds__(Cfg::NT, 1)
   // Descriptor strides (wgmma.cuh): K-major: SBO 1024, k-step +32 bytes; M/N-major: SBO
   // 1024, LBO 8 KB (next 64-wide box), k-step +2048 bytes.
   const uint32_t a_off = AK ? w * 64 * 128 : w * 8192;
+  // A stage is free when the MMA warps of every CTA that its copies fed are done with it.
+  auto release = [&](uint32_t s_bar) {
+    if constexpr (CLUSTER == 1) klab::mbar_arrive(s_bar);
+    else
+      for (int c = 0; c < CLUSTER; ++c) klab::mbar_arrive_cluster(s_bar, c);
+  };
   float r_acc[Cfg::ACC];
   int j = 0;
-  for (int t = blockIdx.x + blockIdx.z * (Cfg::PERSISTENT ? 0 : gridDim.x); t < tiles_total;
-       t += Cfg::PERSISTENT ? gridDim.x : tiles_total) {
-    const Tile tl = tile_at<Cfg>(t, g, tiles_m, tiles_n);
+  for (int t = first; t < units_total; t += stride) {
+    const Tile tl = tile_at<Cfg>(t, g, units_m, tiles_n, rank);
     if (!Cfg::WS && threadIdx.x == 0)
       for (int kt = 0; kt < min(STAGES, tl.k_tiles); ++kt) produce(kt, tl, kt);
     if constexpr (!Cfg::WS) __syncwarp();
@@ -216,7 +255,7 @@ __global__ void __launch_bounds__(Cfg::NT, 1)
       klab::wgmma_commit();
       klab::wgmma_wait<1>();  // the previous step's MMAs are done: release its stage
       if (kt > 0) {
-        if (lane == 0) klab::mbar_arrive(s_empty + 8 * ((j - 1) % STAGES));
+        if (lane == 0) release(s_empty + 8 * ((j - 1) % STAGES));
         // v14: the copying thread refills that stage with the step STAGES - 1 ahead.
         if (!Cfg::WS && threadIdx.x == 0 && kt - 1 + STAGES < tl.k_tiles) produce(j - 1 + STAGES, tl, kt - 1 + STAGES);
         if constexpr (!Cfg::WS) __syncwarp();  // warp 0 reconverges before the next wgmma (.aligned)
@@ -224,7 +263,7 @@ __global__ void __launch_bounds__(Cfg::NT, 1)
     }
     klab::wgmma_wait<0>();
     klab::wgmma_fence_acc(r_acc);
-    if (tl.k_tiles > 0 && lane == 0) klab::mbar_arrive(s_empty + 8 * ((j - 1) % STAGES));
+    if (tl.k_tiles > 0 && lane == 0) release(s_empty + 8 * ((j - 1) % STAGES));
 
     // Epilogue: each thread stores its fragment straight from registers (wgmma.cuh gives
     // the layout); in v16 the copy warpgroup is already loading the next tile meanwhile.
@@ -241,6 +280,7 @@ __global__ void __launch_bounds__(Cfg::NT, 1)
         store_pair<TC>(g_c, row_off, col + 8 * jn, g.N, r_acc[4 * jn + 2 * h], r_acc[4 * jn + 2 * h + 1], c_pair);
     }
   }
+  if constexpr (CLUSTER > 1) klab::cluster_sync();
 #endif
 }
 
@@ -260,10 +300,11 @@ void launch_wgmma(const GemmArgs& g, const std::string& variant, int batch, cuda
   const std::string why = tma_ok(g);
   KLAB_REQUIRE(why.empty(), "matmul (TMA): " + why);
   KLAB_REQUIRE(g.splits == 1 || g.k_chunk % Cfg::BK == 0, "matmul (TMA): a K slice must be a multiple of 64");
-  const int tiles_m = static_cast<int>(klab::ceil_div<int64_t>(g.M, Cfg::BM));
+  // Work units: CLUSTER tiles stacked in M (tile_at).
+  const int units_m = static_cast<int>(klab::ceil_div<int64_t>(g.M, int64_t{Cfg::BM} * Cfg::CLUSTER));
   const int tiles_n = static_cast<int>(klab::ceil_div<int64_t>(g.N, Cfg::BN));
   const int64_t z = static_cast<int64_t>(batch) * g.splits;
-  const int64_t total = static_cast<int64_t>(tiles_m) * tiles_n * z;
+  const int64_t total = static_cast<int64_t>(units_m) * tiles_n * z;
   KLAB_REQUIRE(total < (int64_t{1} << 31), "matmul (TMA): more than 2^31 tiles");
   if (g.K == 0) {  // C = 0; an operand with no columns cannot be described to TMA
     KLAB_REQUIRE(g.ldc == g.N && g.sC == static_cast<int64_t>(g.M) * g.N, "matmul (TMA): C must be dense");
@@ -275,24 +316,38 @@ void launch_wgmma(const GemmArgs& g, const std::string& variant, int batch, cuda
     // load_stage copies them.
     const CUtensorMap tm_a = AK ? klab::tensor_map_bf16(g.A, g.K, g.M, batch, g.lda, g.sA, 64, Cfg::BM)
                                 : klab::tensor_map_bf16(g.A, g.M, g.K, batch, g.lda, g.sA, 64, 64);
-    const CUtensorMap tm_b = BK ? klab::tensor_map_bf16(g.B, g.K, g.N, batch, g.ldb, g.sB, 64, Cfg::BN)
+    const CUtensorMap tm_b = BK ? klab::tensor_map_bf16(g.B, g.K, g.N, batch, g.ldb, g.sB, 64, Cfg::BN / Cfg::CLUSTER)
                                 : klab::tensor_map_bf16(g.B, g.N, g.K, batch, g.ldb, g.sB, 64, 64);
     auto kernel = matmul_wgmma<Cfg, AK, BK, TC>;
-    static bool attr_set = false;  // per instantiation
-    if (!attr_set) {
+    cudaLaunchConfig_t cfg = {};
+    cudaLaunchAttribute cluster;
+    cluster.id = cudaLaunchAttributeClusterDimension;
+    cluster.val.clusterDim = {static_cast<unsigned>(Cfg::CLUSTER), 1, 1};
+    cfg.blockDim = dim3(Cfg::NT);
+    cfg.dynamicSmemBytes = Cfg::SMEM_BYTES;
+    cfg.stream = s;
+    cfg.attrs = &cluster;
+    cfg.numAttrs = Cfg::CLUSTER > 1 ? 1 : 0;
+    // Per instantiation: raise the shared-memory limit, and (persistent) count how many
+    // blocks — clusters of CLUSTER — fit on the GPU at once: that many walk the tiles.
+    static int resident = 0;
+    if (resident == 0) {
       KLAB_CHECK_CUDA(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, Cfg::SMEM_BYTES));
-      attr_set = true;
+      resident = klab::device_info().sms;
+      if constexpr (Cfg::CLUSTER > 1) {
+        cfg.gridDim = dim3(Cfg::CLUSTER * resident);
+        KLAB_CHECK_CUDA(cudaOccupancyMaxActiveClusters(&resident, kernel, &cfg));
+        KLAB_REQUIRE(resident > 0, "matmul (TMA): no cluster of " + std::to_string(Cfg::CLUSTER) + " fits");
+      }
     }
-    dim3 grid;
     if constexpr (Cfg::PERSISTENT) {
-      const int sms = klab::device_info().sms;
-      grid = dim3(static_cast<unsigned>(std::min<int64_t>(total, sms)));
+      cfg.gridDim = dim3(static_cast<unsigned>(Cfg::CLUSTER * std::min<int64_t>(total, resident)));
     } else {
       KLAB_REQUIRE(z <= 65535, "matmul (TMA): batch x splits over 65535");
-      grid = dim3(static_cast<unsigned>(tiles_m) * tiles_n, 1, static_cast<unsigned>(z));
+      cfg.gridDim = dim3(static_cast<unsigned>(units_m) * tiles_n, 1, static_cast<unsigned>(z));
     }
-    kernel<<<grid, Cfg::NT, Cfg::SMEM_BYTES, s>>>(tm_a, tm_b, g, tiles_m, tiles_n, static_cast<int>(total),
-                                                  pair_ok(g, sizeof(TC)));
+    KLAB_CHECK_CUDA(cudaLaunchKernelEx(&cfg, kernel, tm_a, tm_b, g, units_m, tiles_n, static_cast<int>(total),
+                                       pair_ok(g, sizeof(TC))));
     KLAB_CHECK_LAUNCH();
   });
 }
@@ -304,7 +359,6 @@ void run_wgmma_config(const klab::Launch& l) {
 
 void run_v14_wgmma_tma(const klab::Launch& l) { run_wgmma_config<CfgV14>(l); }
 void run_v15_warp_specialized(const klab::Launch& l) { run_wgmma_config<CfgV15>(l); }
-void run_v16_persistent(const klab::Launch& l) { run_wgmma_config<CfgV16>(l); }
 
 }  // namespace
 
@@ -321,6 +375,10 @@ std::string supports_wgmma(const klab::Problem& p) {
            (a_kmajor(p.variant) ? "K" : "M") + " (A) and " + (b_kmajor(p.variant) ? "K" : "N") + " (B)";
   return "";
 }
+
+// Also candidates of v19_autotuned (matmul_autotuned.cu).
+void run_v16_persistent(const klab::Launch& l) { run_wgmma_config<CfgV16>(l); }
+void run_v18_cluster_multicast(const klab::Launch& l) { run_wgmma_config<CfgV18>(l); }
 
 // Used by split-K (v17_splitk_wgmma, matmul_splitk.cu): fp32 partials into g.C.
 void launch_wgmma_splitk_bf16(const GemmArgs& g, const std::string& variant, bool out_f32, cudaStream_t s) {
@@ -349,6 +407,14 @@ KLAB_REGISTER(klab::register_impl({.op = "matmul_batched", .name = "v16_persiste
                                    .summary = "v16 with the batch as the TMA maps' third dimension",
                                    .kind = klab::ImplKind::cuda, .supports = supports_wgmma,
                                    .run = run_v16_persistent, .kernels = {"matmul_wgmma"}}));
+KLAB_REGISTER(klab::register_impl({.op = "matmul", .name = "v18_cluster_multicast",
+                                   .summary = "clusters of 2 CTAs in M: each copies half of the shared B tile to both",
+                                   .kind = klab::ImplKind::cuda, .supports = supports_wgmma,
+                                   .run = run_v18_cluster_multicast, .kernels = {"matmul_wgmma"}}));
+KLAB_REGISTER(klab::register_impl({.op = "matmul_batched", .name = "v18_cluster_multicast",
+                                   .summary = "v18 with the batch as the TMA maps' third dimension",
+                                   .kind = klab::ImplKind::cuda, .supports = supports_wgmma,
+                                   .run = run_v18_cluster_multicast, .kernels = {"matmul_wgmma"}}));
 
 }  // namespace
 }  // namespace lesson05

@@ -504,6 +504,10 @@ void run_v13_mma_autotuned(const klab::Launch& l) {
 
 }  // namespace
 
+// v19_autotuned's mma.sync candidates (matmul_autotuned.cu): v13's configurations by index.
+std::vector<std::string> v13_config_names() { return kV13Names; }
+void run_v13_config(const klab::Launch& l, int c) { kV13Candidates[c](l); }
+
 // Used by split-K (v12_splitk, fp32 partials) — v11's kernel with blockIdx.z over the K slices.
 void launch_mma_bf16(const GemmArgs& g, const std::string& variant, bool out_f32, cudaStream_t s) {
   if (out_f32) launch_mma<CfgV11, float>(g, variant, 1, s);

@@ -40,10 +40,13 @@ struct Split {
 // slice at least 256 deep (shorter ones spend more on the partials than they save), the
 // slice length a multiple of the K tile (it keeps 16-byte alignment of the shifted
 // operands too, and v17's TMA boxes never cross into the next slice).
+// whole_wave: at most one wave of blocks (v17's blocks each fill an SM, so one block more
+// than the SMs would double the time); otherwise at least blocks_per_sm per SM.
 struct Tiling {
   int bm, bn, k_mult, blocks_per_sm;
+  bool whole_wave;
 };
-constexpr Tiling kV12Tiling{128, 128, 32, 2}, kV17Tiling{128, 128, 64, 1};
+constexpr Tiling kV12Tiling{128, 128, 32, 2, false}, kV17Tiling{128, 128, 64, 1, true};
 
 Split choose_split(const klab::Problem& p, const Tiling& t) {
   const Shape s = shape_of(p);
@@ -52,7 +55,8 @@ Split choose_split(const klab::Problem& p, const Tiling& t) {
   if (s.M == 0 || s.N == 0 || s.K == 0) return r;
   const int sms = klab::device_info().present ? klab::device_info().sms : 132;
   const int64_t tiles = klab::ceil_div<int64_t>(s.M, t.bm) * klab::ceil_div<int64_t>(s.N, t.bn);
-  int64_t want = klab::ceil_div<int64_t>(int64_t{t.blocks_per_sm} * sms, tiles);
+  const int64_t slots = int64_t{t.blocks_per_sm} * sms;
+  int64_t want = t.whole_wave ? slots / tiles : klab::ceil_div<int64_t>(slots, tiles);
   want = std::min<int64_t>({want, 64, std::max<int64_t>(1, s.K / 256)});
   if (want <= 1) return r;
   r.k_chunk = static_cast<int>(klab::ceil_div<int64_t>(klab::ceil_div<int64_t>(s.K, want), t.k_mult) * t.k_mult);
@@ -109,12 +113,6 @@ void run_v12_splitk(const klab::Launch& l) {
   });
 }
 
-void run_v17_splitk_wgmma(const klab::Launch& l) {
-  run_splitk(l, kV17Tiling, [&](const GemmArgs& g, bool out_f32) {
-    launch_wgmma_splitk_bf16(g, l.problem.variant, out_f32, l.stream);
-  });
-}
-
 std::string supports_v12_splitk(const klab::Problem& p) {
   if (p.dtype == klab::DType::bf16) return klab::require_cc(80);
   return p.dtype == klab::DType::f32 ? "" : "f32 and bf16 only";
@@ -127,13 +125,24 @@ std::size_t workspace_for(const klab::Problem& p, const Tiling& t) {
   return static_cast<std::size_t>(sp.splits) * s.M * s.N * sizeof(float);
 }
 std::size_t workspace_v12_splitk(const klab::Problem& p) { return workspace_for(p, kV12Tiling); }
-std::size_t workspace_v17_splitk_wgmma(const klab::Problem& p) { return workspace_for(p, kV17Tiling); }
 
 KLAB_REGISTER(klab::register_impl({.op = "matmul", .name = "v12_splitk",
                                    .summary = "K cut into slices run side by side, fp32 partials summed in order",
                                    .kind = klab::ImplKind::cuda, .supports = supports_v12_splitk,
                                    .workspace = workspace_v12_splitk, .run = run_v12_splitk,
                                    .kernels = {"matmul_mma_sync"}}));
+
+}  // namespace
+
+// Also a candidate of v19_autotuned (matmul_autotuned.cu).
+void run_v17_splitk_wgmma(const klab::Launch& l) {
+  run_splitk(l, kV17Tiling, [&](const GemmArgs& g, bool out_f32) {
+    launch_wgmma_splitk_bf16(g, l.problem.variant, out_f32, l.stream);
+  });
+}
+std::size_t workspace_v17_splitk_wgmma(const klab::Problem& p) { return workspace_for(p, kV17Tiling); }
+
+namespace {
 
 KLAB_REGISTER(klab::register_impl({.op = "matmul", .name = "v17_splitk_wgmma",
                                    .summary = "split-K on the warp-specialized TMA + wgmma kernel, 128x128 tiles",

@@ -60,6 +60,34 @@ __device__ __forceinline__ void mbar_arrive(std::uint32_t s_bar) {
 #endif
 }
 
+// Arrive on the mbarrier at the same shared-memory offset in CTA `cta` of this cluster
+// (itself included): how a consumer frees a stage that another CTA's multicast copies fill.
+__device__ __forceinline__ void mbar_arrive_cluster(std::uint32_t s_bar, std::uint32_t cta) {
+#ifndef KLAB_NO_TMA
+  std::uint32_t remote;
+  asm volatile("mapa.shared::cluster.u32 %0, %1, %2;\n" : "=r"(remote) : "r"(s_bar), "r"(cta));
+  // The default semantics (release at CTA scope): a cluster-scope release would first wait
+  // for this thread's earlier global stores (the last tile's epilogue) to be visible to the
+  // cluster. The MMAs' reads that the arrival reports are complete already (wgmma_wait).
+  asm volatile("mbarrier.arrive.shared::cluster.b64 _, [%0];\n" ::"r"(remote) : "memory");
+#endif
+}
+
+// This CTA's rank in its cluster, and a barrier over every thread of the cluster (release /
+// acquire: shared-memory writes before it are visible to the other CTAs after it).
+__device__ __forceinline__ std::uint32_t cluster_rank() {
+  std::uint32_t r = 0;
+#ifndef KLAB_NO_TMA
+  asm volatile("mov.u32 %0, %%cluster_ctarank;\n" : "=r"(r));
+#endif
+  return r;
+}
+__device__ __forceinline__ void cluster_sync() {
+#ifndef KLAB_NO_TMA
+  asm volatile("barrier.cluster.arrive.release.aligned;\nbarrier.cluster.wait.acquire.aligned;\n" ::: "memory");
+#endif
+}
+
 // Blocks until the phase with this parity has completed. try_wait suspends the thread for
 // a hardware-chosen time before returning false, so the loop does not spin hot.
 __device__ __forceinline__ void mbar_wait(std::uint32_t s_bar, std::uint32_t parity) {

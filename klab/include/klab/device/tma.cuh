@@ -45,6 +45,21 @@ __device__ __forceinline__ void tma_load_3d(std::uint32_t s_dst, const CUtensorM
 #endif
 }
 
+// The same box, written to the same shared-memory offset in every CTA of the cluster named
+// in cta_mask (bit i: CTA rank i), each completing its bytes on its own mbarrier at the
+// offset s_bar: one read of L2 feeds several SMs.
+__device__ __forceinline__ void tma_load_3d_multicast(std::uint32_t s_dst, const CUtensorMap* map,
+                                                      std::uint32_t s_bar, int c0, int c1, int c2,
+                                                      std::uint16_t cta_mask) {
+#ifndef KLAB_NO_TMA
+  asm volatile(
+      "cp.async.bulk.tensor.3d.shared::cluster.global.tile.mbarrier::complete_tx::bytes.multicast::cluster"
+      " [%0], [%1, {%3, %4, %5}], [%2], %6;\n" ::"r"(s_dst),
+      "l"(reinterpret_cast<std::uint64_t>(map)), "r"(s_bar), "r"(c0), "r"(c1), "r"(c2), "h"(cta_mask)
+      : "memory");
+#endif
+}
+
 // Shared memory written by ordinary stores that the copy engine or the tensor cores read
 // next must be fenced by each writing thread (then a barrier).
 __device__ __forceinline__ void fence_proxy_async_smem() {
