@@ -13,7 +13,7 @@ matmul without tensor-core instructions):
   04 v7_prefetch     cp.async (LDGSTS), no spills (local memory 0)
   05 v9_wmma         HMMA (tensor cores); 05 v1_naive none
   05 v13_mma_autotuned  HMMA and cp.async through the kernel it declares, matmul_mma_sync
-  05 v14..v18        the Hopper kernel they declare, matmul_wgmma: HGMMA (wgmma) and TMA
+  05 v14..v19        the Hopper kernel they declare, matmul_wgmma: HGMMA (wgmma) and TMA
                      copies in every instantiation, no HMMA, no cp.async, no spills
 every impl that declares kernels (Impl::kernels) shows them
 and of every row: registers > 0, SASS instructions > 0, at least one resident block.
@@ -30,7 +30,7 @@ klab = sys.argv[1]
 impls = ("v1_naive,v4_tile64_ilp,v2_smem_private,v7_prefetch,v9_wmma,v13_mma_autotuned,"
          "v2_smem_tile,v3_smem_padded,v1_vec_last_block,v3_online,v5_cluster,v6_vectorized,v8_autotuned,"
          "v10_mma_sync,v11_mma_pipelined,v12_splitk,v14_wgmma_tma,v15_warp_specialized,v16_persistent,"
-         "v17_splitk_wgmma,v18_cluster_multicast")
+         "v17_splitk_wgmma,v18_cluster_multicast,v19_tma_store")
 with tempfile.NamedTemporaryFile(suffix=".json") as f:
     r = subprocess.run([klab, "inspect", "01", "02", "03", "04", "05", "--impl", impls, "--arch", "90",
                         "--json", f.name], capture_output=True, text=True)
@@ -78,7 +78,8 @@ check(any(x["kernel"].startswith("matmul_mma_sync") and x["mix"]["HMMA"] > 0 and
 for lesson, impl, kernel in (("02", "v2_smem_tile", "transpose_smem"), ("03", "v1_vec_last_block", "sum_v4_vec_last_block"),
                              ("04", "v3_online", "softmax_rows_online"), ("05", "v8_autotuned", "matmul_v7_warptiling")):
     check(any(x["kernel"].startswith(kernel) for x in of(lesson, impl)), f"{lesson} {impl}: its declared {kernel} not shown")
-for impl in ("v14_wgmma_tma", "v15_warp_specialized", "v16_persistent", "v17_splitk_wgmma", "v18_cluster_multicast"):
+for impl in ("v14_wgmma_tma", "v15_warp_specialized", "v16_persistent", "v17_splitk_wgmma", "v18_cluster_multicast",
+             "v19_tma_store"):
     wg = [x for x in of("05", impl) if x["kernel"].startswith("matmul_wgmma")]
     check(len(wg) > 0, f"05 {impl}: its declared matmul_wgmma not shown")
     for x in wg:

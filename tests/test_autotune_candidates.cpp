@@ -22,7 +22,7 @@ namespace {
 // The impls that time configurations and keep the fastest (klab::autotune, klab/autotune.hpp).
 const std::vector<std::pair<std::string, std::string>> kAutotuned = {
     {"matmul", "v8_autotuned"},      {"matmul_batched", "v8_autotuned"}, {"matmul", "v13_mma_autotuned"},
-    {"matmul_batched", "v13_mma_autotuned"}, {"matmul", "v19_autotuned"}, {"matmul", "triton"}};
+    {"matmul_batched", "v13_mma_autotuned"}, {"matmul", "v20_autotuned"}, {"matmul", "triton"}};
 
 }  // namespace
 
@@ -56,13 +56,13 @@ TEST(AutotuneCandidates, EveryAutotunedImplNamesItsCandidatesAtEveryTestShape) {
   EXPECT_GE(checked, static_cast<int>(kAutotuned.size()));
 }
 
-// v8, v13 and v19 check the index before any CUDA call (triton loads its kernels first, so it
+// v8, v13 and v20 check the index before any CUDA call (triton loads its kernels first, so it
 // needs a GPU to get that far): past the list, or negative other than -1 (autotune), the
 // launch is a klab::Error that names the candidate, never a run of some other candidate.
 TEST(AutotuneCandidates, AnIndexTheImplDoesNotHaveIsAnError) {
   if (!registry().find_op("matmul")) GTEST_SKIP() << "lesson 05 is not in this build";
   for (const auto& [impl_name, dtype] : {std::pair{"v8_autotuned", DType::f32}, std::pair{"v13_mma_autotuned", DType::bf16},
-                                         std::pair{"v19_autotuned", DType::bf16}}) {
+                                         std::pair{"v20_autotuned", DType::bf16}}) {
     const Impl* im = registry().find_impl("matmul", impl_name);
     ASSERT_NE(im, nullptr) << impl_name;
     const Problem p{{8, 8, 8}, dtype, "nn"};

@@ -212,11 +212,12 @@ void launch_mma_bf16(const GemmArgs& g, const std::string& variant, bool out_f32
 void launch_wgmma_splitk_bf16(const GemmArgs& g, const std::string& variant, bool out_f32, cudaStream_t s);
 std::string supports_wgmma(const klab::Problem& p);
 
-// ---- the versions v19_autotuned chooses among (matmul_autotuned.cu) --------------------
+// ---- the versions v20_autotuned chooses among (matmul_autotuned.cu) --------------------
 std::vector<std::string> v13_config_names();                 // matmul_mma.cu
 void run_v13_config(const klab::Launch& l, int c);
 void run_v16_persistent(const klab::Launch& l);              // matmul_hopper.cu
 void run_v18_cluster_multicast(const klab::Launch& l);
+void run_v19_tma_store(const klab::Launch& l);
 void run_v17_splitk_wgmma(const klab::Launch& l);            // matmul_splitk.cu
 std::size_t workspace_v17_splitk_wgmma(const klab::Problem& p);
 

@@ -23,6 +23,12 @@
 //                        both CTAs' shared memory. B's L2 reads halve; a stage is free only
 //                        when the MMA warps of both CTAs have released it (the consumers
 //                        arrive on the peer's empty barrier too).
+//   v19_tma_store        v18 with the epilogue through shared memory: stmatrix writes the
+//                        bf16 tile in the 128-byte swizzle (one instruction per 16x16 block
+//                        of a warp, where 4-byte stores need eight) and one thread per
+//                        warpgroup stores it with TMA in whole lines, clipped at M and N;
+//                        the C tile takes the room of the fourth stage. Where C's pitch is
+//                        not a multiple of 8 it stores from registers as v18 does.
 //
 // The shapes TMA can describe (klab/device/tma.cuh): every row pitch a multiple of 8 bf16.
 // Within those, any M, N, K: the copy engine zero-fills the parts of a box outside the
@@ -66,17 +72,20 @@ using std::uint32_t;
 // BM x BN block tile, K in steps of BK = 64 (one 128-byte swizzle row of bf16), STAGES
 // shared-memory stages. BM / 64 MMA warpgroups, each 64 x BN. WS: one more warpgroup that
 // only copies. PERSISTENT: one block per SM looping over tiles.
-template <int BN_, int STAGES_, bool WS_, bool PERSISTENT_, int CLUSTER_ = 1>
+// TMA_STORE: the epilogue stages the bf16 tile in shared memory (stmatrix) and one thread
+// per warpgroup stores it with TMA.
+template <int BN_, int STAGES_, bool WS_, bool PERSISTENT_, int CLUSTER_ = 1, bool TMA_STORE_ = false>
 struct WgCfg {
   static constexpr int BM = 128, BN = BN_, BK = 64, STAGES = STAGES_;
-  static constexpr bool WS = WS_, PERSISTENT = PERSISTENT_;
+  static constexpr bool WS = WS_, PERSISTENT = PERSISTENT_, TMA_STORE = TMA_STORE_;
   static constexpr int CLUSTER = CLUSTER_;  // CTAs side by side in M sharing each B tile
   static constexpr int CONSUMERS = BM / 64;                      // MMA warpgroups
   static constexpr int NT = (CONSUMERS + (WS ? 1 : 0)) * 128;
   static constexpr int A_BYTES = BM * BK * 2, B_BYTES = BN * BK * 2;
   static constexpr int STAGE_BYTES = A_BYTES + B_BYTES;
-  // 1024 for aligning the stages to the swizzle period, then two mbarriers per stage.
-  static constexpr int SMEM_BYTES = 1024 + STAGES * STAGE_BYTES + 2 * STAGES * 8;
+  static constexpr int C_BYTES = TMA_STORE ? BM * BN * 2 : 0;  // the bf16 output tile
+  // 1024 for aligning the stages to the swizzle period, the C tile, two mbarriers a stage.
+  static constexpr int SMEM_BYTES = 1024 + STAGES * STAGE_BYTES + C_BYTES + 2 * STAGES * 8;
   static constexpr int ACC = BN / 2;                             // fp32 accumulators per thread
   static_assert(BN == 128 || BN == 256, "wgmma tiles here are 64x128 or 64x256 per warpgroup");
   static_assert(SMEM_BYTES <= 227 * 1024, "over the 227 KB a block may have");
@@ -89,6 +98,7 @@ using CfgV15 = WgCfg<256, 4, true, false>;
 using CfgV16 = WgCfg<256, 4, true, true>;
 using CfgV17 = WgCfg<128, 6, true, false>;
 using CfgV18 = WgCfg<256, 4, true, true, 2>;
+using CfgV19 = WgCfg<256, 3, true, true, 2, true>;  // 3 stages: the C tile takes the fourth's room
 
 // Register split of the warp-specialized kernels: 128 x 40 + 256 x 232 <= 64K registers.
 constexpr int kProducerRegs = 40, kConsumerRegs = 232;
@@ -163,19 +173,60 @@ __device__ __forceinline__ void load_stage(const CUtensorMap* tm_a, const CUtens
 }
 
 // ======================================================================================
+// The TMA-store epilogue (v19)
+// ======================================================================================
+// A warpgroup's 64 x BN share of the tile, staged as BN/64 boxes of 64 rows x 64 columns
+// in the 128-byte swizzle (tma.cuh), then stored by one thread with TMA, which clips the
+// rows and columns outside C. Each warp writes its 16 rows with stmatrix, 16 columns per
+// instruction; the swizzle puts the 8 rows of each 8x8 matrix in 8 different 16-byte
+// bank groups. The previous tile's stores must have read the staging area first.
+template <class Cfg>
+__device__ __forceinline__ void store_tile_tma(const float (&r_acc)[Cfg::ACC], const CUtensorMap* tm_c,
+                                               uint32_t s_c, const Tile& tl, int w, int warp_in_wg, int lane) {
+  const bool leader = warp_in_wg == 0 && lane == 0;
+  if (leader) klab::tma_store_wait_read<0>();
+  klab::named_barrier_sync(1 + w, 128);
+  // This lane's row address in each 8x8 matrix: matrix lane/8 is (rows +8 if odd, columns
+  // +8 if >= 2) of the 16 x 16 block the instruction writes.
+  const int r = warp_in_wg * 16 + (lane % 8) + ((lane / 8) % 2) * 8;  // row within the 64
+  const int c_half = lane / 16;                                       // which 8 columns
+#pragma unroll
+  for (int jn = 0; jn < Cfg::BN / 16; ++jn) {  // 16 columns per step: n8 blocks 2jn, 2jn+1
+    const int col = jn * 16 + c_half * 8;
+    const uint32_t chunk = static_cast<uint32_t>((col % 64) / 8) ^ static_cast<uint32_t>(r % 8);
+    const uint32_t addr = s_c + (col / 64) * 8192 + r * 128 + chunk * 16;
+    auto pack = [](float lo, float hi) {
+      const __nv_bfloat162 v = __floats2bfloat162_rn(lo, hi);
+      return *reinterpret_cast<const uint32_t*>(&v);
+    };
+    const float* a = &r_acc[8 * jn];  // n8 block 2jn: a[0..3], block 2jn+1: a[4..7]
+    klab::stmatrix_x4(addr, pack(a[0], a[1]), pack(a[2], a[3]), pack(a[4], a[5]), pack(a[6], a[7]));
+  }
+  klab::fence_proxy_async_smem();  // the copy engine reads what these stores wrote
+  klab::named_barrier_sync(1 + w, 128);
+  if (leader) {
+#pragma unroll
+    for (int b = 0; b < Cfg::BN / 64; ++b) klab::tma_store_3d(tm_c, s_c + b * 8192, tl.n0 + 64 * b, tl.m0 + 64 * w, tl.z);
+    klab::tma_store_commit();
+  }
+}
+
+// ======================================================================================
 // Kernel: v14 (in-line copies), v15 (a copy warpgroup), v16 (and persistent), v17 (split-K)
 // ======================================================================================
 template <class Cfg, bool AK, bool BK, class TC>
 __global__ void __launch_bounds__(Cfg::NT, 1)
-    matmul_wgmma(const __grid_constant__ CUtensorMap tm_a, const __grid_constant__ CUtensorMap tm_b, GemmArgs g,
-                 int units_m, int tiles_n, int units_total, bool c_pair) {
+    matmul_wgmma(const __grid_constant__ CUtensorMap tm_a, const __grid_constant__ CUtensorMap tm_b,
+                 const __grid_constant__ CUtensorMap tm_c, GemmArgs g, int units_m, int tiles_n, int units_total,
+                 bool c_pair, bool tma_store) {
 #ifndef KLAB_NO_WGMMA
   constexpr int STAGES = Cfg::STAGES, BN = Cfg::BN, CLUSTER = Cfg::CLUSTER;
   constexpr int TA = AK ? 0 : 1, TB = BK ? 0 : 1;  // wgmma reads M/N-major operands transposed
   extern __shared__ __align__(1024) unsigned char s_raw[];
   // Each stage: A tile (A_BYTES) then B tile; every box 1024-aligned for the swizzle.
   const uint32_t s_stages = (klab::smem_u32(s_raw) + 1023u) & ~1023u;
-  const uint32_t s_full = s_stages + STAGES * Cfg::STAGE_BYTES;  // STAGES mbarriers of 8 bytes
+  const uint32_t s_ctile = s_stages + STAGES * Cfg::STAGE_BYTES;  // C_BYTES (TMA_STORE)
+  const uint32_t s_full = s_ctile + Cfg::C_BYTES;                   // STAGES mbarriers of 8 bytes
   const uint32_t s_empty = s_full + STAGES * 8;
   auto stage_a = [&](int s) { return s_stages + s * Cfg::STAGE_BYTES; };
 
@@ -265,6 +316,12 @@ __global__ void __launch_bounds__(Cfg::NT, 1)
     klab::wgmma_fence_acc(r_acc);
     if (tl.k_tiles > 0 && lane == 0) release(s_empty + 8 * ((j - 1) % STAGES));
 
+    if constexpr (Cfg::TMA_STORE && sizeof(TC) == 2) {
+      if (tma_store) {
+        store_tile_tma<Cfg>(r_acc, &tm_c, s_ctile + w * (Cfg::C_BYTES / Cfg::CONSUMERS), tl, w, warp_in_wg, lane);
+        continue;
+      }
+    }
     // Epilogue: each thread stores its fragment straight from registers (wgmma.cuh gives
     // the layout); in v16 the copy warpgroup is already loading the next tile meanwhile.
     TC* g_c = static_cast<TC*>(g.C) + static_cast<int64_t>(tl.z) * g.sC;
@@ -279,6 +336,10 @@ __global__ void __launch_bounds__(Cfg::NT, 1)
       for (int jn = 0; jn < BN / 8; ++jn)
         store_pair<TC>(g_c, row_off, col + 8 * jn, g.N, r_acc[4 * jn + 2 * h], r_acc[4 * jn + 2 * h + 1], c_pair);
     }
+  }
+  // The last TMA stores must have read shared memory before the block leaves.
+  if constexpr (Cfg::TMA_STORE) {
+    if (threadIdx.x % 128 == 0) klab::tma_store_wait<0>();
   }
   if constexpr (CLUSTER > 1) klab::cluster_sync();
 #endif
@@ -318,6 +379,9 @@ void launch_wgmma(const GemmArgs& g, const std::string& variant, int batch, cuda
                                 : klab::tensor_map_bf16(g.A, g.M, g.K, batch, g.lda, g.sA, 64, 64);
     const CUtensorMap tm_b = BK ? klab::tensor_map_bf16(g.B, g.K, g.N, batch, g.ldb, g.sB, 64, Cfg::BN / Cfg::CLUSTER)
                                 : klab::tensor_map_bf16(g.B, g.N, g.K, batch, g.ldb, g.sB, 64, 64);
+    // C through TMA (v19) where its pitch allows; the map is unused otherwise.
+    const bool tma_store = Cfg::TMA_STORE && sizeof(TC) == 2 && klab::tma_describable(g.C, g.ldc, g.sC, 2).empty();
+    const CUtensorMap tm_c = tma_store ? klab::tensor_map_bf16(g.C, g.N, g.M, z, g.ldc, g.sC, 64, 64) : tm_a;
     auto kernel = matmul_wgmma<Cfg, AK, BK, TC>;
     cudaLaunchConfig_t cfg = {};
     cudaLaunchAttribute cluster;
@@ -346,8 +410,8 @@ void launch_wgmma(const GemmArgs& g, const std::string& variant, int batch, cuda
       KLAB_REQUIRE(z <= 65535, "matmul (TMA): batch x splits over 65535");
       cfg.gridDim = dim3(static_cast<unsigned>(units_m) * tiles_n, 1, static_cast<unsigned>(z));
     }
-    KLAB_CHECK_CUDA(cudaLaunchKernelEx(&cfg, kernel, tm_a, tm_b, g, units_m, tiles_n, static_cast<int>(total),
-                                       pair_ok(g, sizeof(TC))));
+    KLAB_CHECK_CUDA(cudaLaunchKernelEx(&cfg, kernel, tm_a, tm_b, tm_c, g, units_m, tiles_n, static_cast<int>(total),
+                                       pair_ok(g, sizeof(TC)), tma_store));
     KLAB_CHECK_LAUNCH();
   });
 }
@@ -376,9 +440,10 @@ std::string supports_wgmma(const klab::Problem& p) {
   return "";
 }
 
-// Also candidates of v19_autotuned (matmul_autotuned.cu).
+// Also candidates of v20_autotuned (matmul_autotuned.cu).
 void run_v16_persistent(const klab::Launch& l) { run_wgmma_config<CfgV16>(l); }
 void run_v18_cluster_multicast(const klab::Launch& l) { run_wgmma_config<CfgV18>(l); }
+void run_v19_tma_store(const klab::Launch& l) { run_wgmma_config<CfgV19>(l); }
 
 // Used by split-K (v17_splitk_wgmma, matmul_splitk.cu): fp32 partials into g.C.
 void launch_wgmma_splitk_bf16(const GemmArgs& g, const std::string& variant, bool out_f32, cudaStream_t s) {
@@ -411,6 +476,14 @@ KLAB_REGISTER(klab::register_impl({.op = "matmul", .name = "v18_cluster_multicas
                                    .summary = "clusters of 2 CTAs in M: each copies half of the shared B tile to both",
                                    .kind = klab::ImplKind::cuda, .supports = supports_wgmma,
                                    .run = run_v18_cluster_multicast, .kernels = {"matmul_wgmma"}}));
+KLAB_REGISTER(klab::register_impl({.op = "matmul", .name = "v19_tma_store",
+                                   .summary = "v18 with the epilogue staged by stmatrix and stored by TMA, 3 stages",
+                                   .kind = klab::ImplKind::cuda, .supports = supports_wgmma,
+                                   .run = run_v19_tma_store, .kernels = {"matmul_wgmma"}}));
+KLAB_REGISTER(klab::register_impl({.op = "matmul_batched", .name = "v19_tma_store",
+                                   .summary = "v19 with the batch as the TMA maps' third dimension",
+                                   .kind = klab::ImplKind::cuda, .supports = supports_wgmma,
+                                   .run = run_v19_tma_store, .kernels = {"matmul_wgmma"}}));
 KLAB_REGISTER(klab::register_impl({.op = "matmul_batched", .name = "v18_cluster_multicast",
                                    .summary = "v18 with the batch as the TMA maps' third dimension",
                                    .kind = klab::ImplKind::cuda, .supports = supports_wgmma,

@@ -504,7 +504,7 @@ void run_v13_mma_autotuned(const klab::Launch& l) {
 
 }  // namespace
 
-// v19_autotuned's mma.sync candidates (matmul_autotuned.cu): v13's configurations by index.
+// v20_autotuned's mma.sync candidates (matmul_autotuned.cu): v13's configurations by index.
 std::vector<std::string> v13_config_names() { return kV13Names; }
 void run_v13_config(const klab::Launch& l, int c) { kV13Candidates[c](l); }
 

@@ -17,9 +17,10 @@
 //   gemv.cu                 gemv v1_thread_per_row, v2_warp_per_row, v3_multi_row
 //   exercise.cu             matmul exercise (the learner's v3_smem_tiles)
 //   matmul_hopper.cu        matmul v14_wgmma_tma, v15_warp_specialized, v16_persistent;
-//                           v18_cluster_multicast; matmul_batched v16, v18   bf16, TMA + wgmma (sm_90a)
+//                           v18_cluster_multicast, v19_tma_store; matmul_batched v16, v18,
+//                           v19                                     bf16, TMA + wgmma (sm_90a)
 //   matmul_splitk.cu        matmul v17_splitk_wgmma                 split-K on the Hopper kernel
-//   matmul_autotuned.cu     matmul v19_autotuned      the fastest bf16 version per shape
+//   matmul_autotuned.cu     matmul v20_autotuned      the fastest bf16 version per shape
 //
 //   klab test 05                         verify every impl on the edge shapes
 //   klab bench 05 --op matmul --dtype bf16 --variant nt
@@ -210,7 +211,7 @@ klab::Op make_matmul_op(bool batched) {
   // The tour: the first version and the best of each dtype (f32 SIMT; bf16: mma.sync for
   // the batched op, every bf16 version for the plain one).
   op.tour = batched ? std::vector<std::string>{"v7_warptiling", "v13_mma_autotuned"}
-                    : std::vector<std::string>{"v1_naive", "v8_autotuned", "v19_autotuned"};
+                    : std::vector<std::string>{"v1_naive", "v8_autotuned", "v20_autotuned"};
   op.seeds = 2;  // each seed costs a full fp64 product per (shape, dtype, variant)
   if (!batched) {
     op.test_shapes = {

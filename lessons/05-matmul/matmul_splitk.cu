@@ -134,7 +134,7 @@ KLAB_REGISTER(klab::register_impl({.op = "matmul", .name = "v12_splitk",
 
 }  // namespace
 
-// Also a candidate of v19_autotuned (matmul_autotuned.cu).
+// Also a candidate of v20_autotuned (matmul_autotuned.cu).
 void run_v17_splitk_wgmma(const klab::Launch& l) {
   run_splitk(l, kV17Tiling, [&](const GemmArgs& g, bool out_f32) {
     launch_wgmma_splitk_bf16(g, l.problem.variant, out_f32, l.stream);

@@ -88,6 +88,12 @@ __device__ __forceinline__ void cluster_sync() {
 #endif
 }
 
+// A barrier over `threads` threads (a multiple of 32) that use the same id (1..15; 0 is
+// __syncthreads): one warpgroup can synchronise without stopping the others.
+__device__ __forceinline__ void named_barrier_sync(std::uint32_t id, std::uint32_t threads) {
+  asm volatile("bar.sync %0, %1;\n" ::"r"(id), "r"(threads) : "memory");
+}
+
 // Blocks until the phase with this parity has completed. try_wait suspends the thread for
 // a hardware-chosen time before returning false, so the loop does not spin hot.
 __device__ __forceinline__ void mbar_wait(std::uint32_t s_bar, std::uint32_t parity) {

@@ -60,6 +60,36 @@ __device__ __forceinline__ void tma_load_3d_multicast(std::uint32_t s_dst, const
 #endif
 }
 
+// The reverse copy: the box at s_src (laid out as the map's swizzle says) to coordinates
+// (c0, c1, c2) of the tensor; the parts of the box outside the tensor are not written, so a
+// ragged edge needs no code. Completion is tracked per thread by bulk groups: commit,
+// then wait until the engine has read the shared memory (it may be reused) or finished.
+__device__ __forceinline__ void tma_store_3d(const CUtensorMap* map, std::uint32_t s_src, int c0, int c1, int c2) {
+#ifndef KLAB_NO_TMA
+  asm volatile("cp.async.bulk.tensor.3d.global.shared::cta.bulk_group [%0, {%2, %3, %4}], [%1];\n" ::"l"(
+                   reinterpret_cast<std::uint64_t>(map)),
+               "r"(s_src), "r"(c0), "r"(c1), "r"(c2)
+               : "memory");
+#endif
+}
+__device__ __forceinline__ void tma_store_commit() {
+#ifndef KLAB_NO_TMA
+  asm volatile("cp.async.bulk.commit_group;\n" ::: "memory");
+#endif
+}
+template <int N>
+__device__ __forceinline__ void tma_store_wait_read() {  // the sources of all but N groups read
+#ifndef KLAB_NO_TMA
+  asm volatile("cp.async.bulk.wait_group.read %0;\n" ::"n"(N) : "memory");
+#endif
+}
+template <int N>
+__device__ __forceinline__ void tma_store_wait() {  // all but N groups complete
+#ifndef KLAB_NO_TMA
+  asm volatile("cp.async.bulk.wait_group %0;\n" ::"n"(N) : "memory");
+#endif
+}
+
 // Shared memory written by ordinary stores that the copy engine or the tensor cores read
 // next must be fenced by each writing thread (then a barrier).
 __device__ __forceinline__ void fence_proxy_async_smem() {

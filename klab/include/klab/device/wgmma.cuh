@@ -101,6 +101,19 @@ __device__ __forceinline__ void setmaxnreg_inc() {
 #endif
 }
 
+// Stores four 8x8 b16 matrices to shared memory: lane l gives the address of row l % 8 of
+// matrix l / 8 (16 bytes), register i holds this lane's pair of matrix i — the layout of an
+// accumulator fragment packed to bf16x2, so a warp writes 16 rows x 16 columns of its tile
+// with one instruction where 4-byte stores need eight.
+__device__ __forceinline__ void stmatrix_x4(std::uint32_t s_row, std::uint32_t r0, std::uint32_t r1,
+                                            std::uint32_t r2, std::uint32_t r3) {
+#ifndef KLAB_NO_WGMMA
+  asm volatile("stmatrix.sync.aligned.m8n8.x4.shared.b16 [%0], {%1, %2, %3, %4};\n" ::"r"(s_row), "r"(r0),
+               "r"(r1), "r"(r2), "r"(r3)
+               : "memory");
+#endif
+}
+
 // D (64 x N, fp32) += A (64 x 16) · B (16 x N), bf16 operands from shared memory; with
 // scale_d == 0 D is overwritten instead. TA / TB: 1 when that operand is MN-major.
 template <int TA, int TB>
