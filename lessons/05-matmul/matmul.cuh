@@ -218,6 +218,7 @@ void run_v13_config(const klab::Launch& l, int c);
 void run_v16_persistent(const klab::Launch& l);              // matmul_hopper.cu
 void run_v18_cluster_multicast(const klab::Launch& l);
 void run_v19_tma_store(const klab::Launch& l);
+void run_v19_tma_store_4st(const klab::Launch& l);        // v19 with 4 stages, C in two rounds
 void run_v17_splitk_wgmma(const klab::Launch& l);            // matmul_splitk.cu
 std::size_t workspace_v17_splitk_wgmma(const klab::Problem& p);
 

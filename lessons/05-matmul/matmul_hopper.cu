@@ -72,18 +72,19 @@ using std::uint32_t;
 // BM x BN block tile, K in steps of BK = 64 (one 128-byte swizzle row of bf16), STAGES
 // shared-memory stages. BM / 64 MMA warpgroups, each 64 x BN. WS: one more warpgroup that
 // only copies. PERSISTENT: one block per SM looping over tiles.
-// TMA_STORE: the epilogue stages the bf16 tile in shared memory (stmatrix) and one thread
-// per warpgroup stores it with TMA.
-template <int BN_, int STAGES_, bool WS_, bool PERSISTENT_, int CLUSTER_ = 1, bool TMA_STORE_ = false>
+// C_ROUNDS > 0: the epilogue stages the bf16 tile in shared memory (stmatrix) and one
+// thread per warpgroup stores it with TMA, in C_ROUNDS rounds of BN / C_ROUNDS columns
+// through a staging area that size (2 rounds: half the room, one more stage).
+template <int BN_, int STAGES_, bool WS_, bool PERSISTENT_, int CLUSTER_ = 1, int C_ROUNDS_ = 0>
 struct WgCfg {
-  static constexpr int BM = 128, BN = BN_, BK = 64, STAGES = STAGES_;
-  static constexpr bool WS = WS_, PERSISTENT = PERSISTENT_, TMA_STORE = TMA_STORE_;
+  static constexpr int BM = 128, BN = BN_, BK = 64, STAGES = STAGES_, C_ROUNDS = C_ROUNDS_;
+  static constexpr bool WS = WS_, PERSISTENT = PERSISTENT_, TMA_STORE = C_ROUNDS > 0;
   static constexpr int CLUSTER = CLUSTER_;  // CTAs side by side in M sharing each B tile
   static constexpr int CONSUMERS = BM / 64;                      // MMA warpgroups
   static constexpr int NT = (CONSUMERS + (WS ? 1 : 0)) * 128;
   static constexpr int A_BYTES = BM * BK * 2, B_BYTES = BN * BK * 2;
   static constexpr int STAGE_BYTES = A_BYTES + B_BYTES;
-  static constexpr int C_BYTES = TMA_STORE ? BM * BN * 2 : 0;  // the bf16 output tile
+  static constexpr int C_BYTES = TMA_STORE ? BM * BN * 2 / C_ROUNDS : 0;  // bf16 staging
   // 1024 for aligning the stages to the swizzle period, the C tile, two mbarriers a stage.
   static constexpr int SMEM_BYTES = 1024 + STAGES * STAGE_BYTES + C_BYTES + 2 * STAGES * 8;
   static constexpr int ACC = BN / 2;                             // fp32 accumulators per thread
@@ -98,7 +99,9 @@ using CfgV15 = WgCfg<256, 4, true, false>;
 using CfgV16 = WgCfg<256, 4, true, true>;
 using CfgV17 = WgCfg<128, 6, true, false>;
 using CfgV18 = WgCfg<256, 4, true, true, 2>;
-using CfgV19 = WgCfg<256, 3, true, true, 2, true>;  // 3 stages: the C tile takes the fourth's room
+using CfgV19 = WgCfg<256, 3, true, true, 2, 1>;  // 3 stages: the C tile takes the fourth's room
+// A v20 candidate: four stages, the C tile staged in two rounds of 128 columns.
+using CfgV19Half = WgCfg<256, 4, true, true, 2, 2>;
 
 // Register split of the warp-specialized kernels: 128 x 40 + 256 x 232 <= 64K registers.
 constexpr int kProducerRegs = 40, kConsumerRegs = 232;
@@ -183,31 +186,36 @@ __device__ __forceinline__ void load_stage(const CUtensorMap* tm_a, const CUtens
 template <class Cfg>
 __device__ __forceinline__ void store_tile_tma(const float (&r_acc)[Cfg::ACC], const CUtensorMap* tm_c,
                                                uint32_t s_c, const Tile& tl, int w, int warp_in_wg, int lane) {
+  constexpr int COLS = Cfg::BN / Cfg::C_ROUNDS;  // columns staged per round
   const bool leader = warp_in_wg == 0 && lane == 0;
-  if (leader) klab::tma_store_wait_read<0>();
-  klab::named_barrier_sync(1 + w, 128);
   // This lane's row address in each 8x8 matrix: matrix lane/8 is (rows +8 if odd, columns
   // +8 if >= 2) of the 16 x 16 block the instruction writes.
   const int r = warp_in_wg * 16 + (lane % 8) + ((lane / 8) % 2) * 8;  // row within the 64
   const int c_half = lane / 16;                                       // which 8 columns
+  auto pack = [](float lo, float hi) {
+    const __nv_bfloat162 v = __floats2bfloat162_rn(lo, hi);
+    return *reinterpret_cast<const uint32_t*>(&v);
+  };
 #pragma unroll
-  for (int jn = 0; jn < Cfg::BN / 16; ++jn) {  // 16 columns per step: n8 blocks 2jn, 2jn+1
-    const int col = jn * 16 + c_half * 8;
-    const uint32_t chunk = static_cast<uint32_t>((col % 64) / 8) ^ static_cast<uint32_t>(r % 8);
-    const uint32_t addr = s_c + (col / 64) * 8192 + r * 128 + chunk * 16;
-    auto pack = [](float lo, float hi) {
-      const __nv_bfloat162 v = __floats2bfloat162_rn(lo, hi);
-      return *reinterpret_cast<const uint32_t*>(&v);
-    };
-    const float* a = &r_acc[8 * jn];  // n8 block 2jn: a[0..3], block 2jn+1: a[4..7]
-    klab::stmatrix_x4(addr, pack(a[0], a[1]), pack(a[2], a[3]), pack(a[4], a[5]), pack(a[6], a[7]));
-  }
-  klab::fence_proxy_async_smem();  // the copy engine reads what these stores wrote
-  klab::named_barrier_sync(1 + w, 128);
-  if (leader) {
+  for (int round = 0; round < Cfg::C_ROUNDS; ++round) {
+    if (leader) klab::tma_store_wait_read<0>();  // the staging area's last stores have read it
+    klab::named_barrier_sync(1 + w, 128);
 #pragma unroll
-    for (int b = 0; b < Cfg::BN / 64; ++b) klab::tma_store_3d(tm_c, s_c + b * 8192, tl.n0 + 64 * b, tl.m0 + 64 * w, tl.z);
-    klab::tma_store_commit();
+    for (int jn = 0; jn < COLS / 16; ++jn) {  // 16 columns per step: n8 blocks 2jn, 2jn+1
+      const int col = jn * 16 + c_half * 8;   // within the round
+      const uint32_t chunk = static_cast<uint32_t>((col % 64) / 8) ^ static_cast<uint32_t>(r % 8);
+      const uint32_t addr = s_c + (col / 64) * 8192 + r * 128 + chunk * 16;
+      const float* a = &r_acc[round * (COLS / 2) + 8 * jn];  // n8 block 2jn: a[0..3], 2jn+1: a[4..7]
+      klab::stmatrix_x4(addr, pack(a[0], a[1]), pack(a[2], a[3]), pack(a[4], a[5]), pack(a[6], a[7]));
+    }
+    klab::fence_proxy_async_smem();  // the copy engine reads what these stores wrote
+    klab::named_barrier_sync(1 + w, 128);
+    if (leader) {
+#pragma unroll
+      for (int b = 0; b < COLS / 64; ++b)
+        klab::tma_store_3d(tm_c, s_c + b * 8192, tl.n0 + round * COLS + 64 * b, tl.m0 + 64 * w, tl.z);
+      klab::tma_store_commit();
+    }
   }
 }
 
@@ -444,6 +452,7 @@ std::string supports_wgmma(const klab::Problem& p) {
 void run_v16_persistent(const klab::Launch& l) { run_wgmma_config<CfgV16>(l); }
 void run_v18_cluster_multicast(const klab::Launch& l) { run_wgmma_config<CfgV18>(l); }
 void run_v19_tma_store(const klab::Launch& l) { run_wgmma_config<CfgV19>(l); }
+void run_v19_tma_store_4st(const klab::Launch& l) { run_wgmma_config<CfgV19Half>(l); }
 
 // Used by split-K (v17_splitk_wgmma, matmul_splitk.cu): fp32 partials into g.C.
 void launch_wgmma_splitk_bf16(const GemmArgs& g, const std::string& variant, bool out_f32, cudaStream_t s) {
