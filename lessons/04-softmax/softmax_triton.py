@@ -75,14 +75,20 @@ def softmax_row_kernel(x_ptr, y_ptr, rows, cols, diag, BLOCK: tl.constexpr, XMAS
 
 
 @triton.jit
-def _load_block(x_ptr, base, start, cols, limit, BLOCK: tl.constexpr):
-    """The BLOCK elements of the row from column start, as fp32; -inf at and past limit. The
-    compare and select run only for a block that reaches limit."""
-    offs = start + tl.arange(0, BLOCK)
-    x = tl.load(x_ptr + base + offs, mask=offs < cols).to(tl.float32)
+def _mask_past(x, offs, start, limit, BLOCK: tl.constexpr):
+    """x (the fp32 block at columns offs = start + 0..BLOCK-1) with -inf at and past limit.
+    The compare and select run only for a block that reaches limit."""
     if start + BLOCK > limit:
         x = tl.where(offs < limit, x, -float("inf"))
     return x
+
+
+@triton.jit
+def _load_block(x_ptr, base, start, cols, limit, BLOCK: tl.constexpr):
+    """The BLOCK elements of the row from column start, as fp32; -inf at and past limit."""
+    offs = start + tl.arange(0, BLOCK)
+    x = tl.load(x_ptr + base + offs, mask=offs < cols).to(tl.float32)
+    return _mask_past(x, offs, start, limit, BLOCK)
 
 
 @triton.jit
@@ -104,8 +110,7 @@ def softmax_loop_kernel(x_ptr, y_ptr, rows, cols, diag, BLOCK: tl.constexpr, PRE
         if PREFETCH:                                     # this block was loaded last trip;
             x = x_next.to(tl.float32)                    # the next one starts loading now
             x_next = tl.load(x_ptr + base + offs + BLOCK, mask=offs + BLOCK < cols)
-            if start + BLOCK > limit:
-                x = tl.where(offs < limit, x, -float("inf"))
+            x = _mask_past(x, offs, start, limit, BLOCK)
         else:
             x = _load_block(x_ptr, base, start, cols, limit, BLOCK)
         e = _exp2(-tl.abs(x - m_vec) * LOG2E)
@@ -124,8 +129,7 @@ def softmax_loop_kernel(x_ptr, y_ptr, rows, cols, diag, BLOCK: tl.constexpr, PRE
         if PREFETCH:
             x = x_next.to(tl.float32)
             x_next = tl.load(x_ptr + base + offs + BLOCK, mask=offs + BLOCK < cols)
-            if start + BLOCK > limit:
-                x = tl.where(offs < limit, x, -float("inf"))
+            x = _mask_past(x, offs, start, limit, BLOCK)
         else:
             x = _load_block(x_ptr, base, start, cols, limit, BLOCK)
         # (x - m) * log2e, not x * log2e - m * log2e: d above was summed from exact differences
