@@ -1,0 +1,51 @@
+// Lesson 07 — what the dropout files share (namespace lesson07): the problem's parameters
+// as a launch carries them, and the launch shape of the grid-stride kernels. It registers
+// no impl.
+//
+// The op (dropout_ops.cu): y = x · keep / (1 − p) over a (rows, cols) tensor, element i at
+// flat index r · cols + c, where keep is the dropout stream of klab/device/philox.cuh:
+// element i is kept when word i % 4 of philox(seed, offset, i / 4) is at least
+// floor(p · 2^32). The variant names p ("p0.1"); seed and offset are the op's two scalars.
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+#include "klab/device.hpp"
+#include "klab/device/philox.cuh"
+#include "klab/kernels.cuh"
+#include "klab/op.hpp"
+
+namespace lesson07 {
+
+// The variants: the drop probabilities the op is tested and timed at. 0 and 1 are exact
+// (keep all, keep none); 0.1 is a transformer's usual rate.
+inline double drop_probability(const std::string& variant) { return std::stod(variant.substr(1)); }
+
+// What every dropout kernel takes: the stream, the threshold a word must reach, and the
+// scale 1 / (1 − p) of the kept elements (never used at p = 1, where nothing is kept).
+struct DropoutArgs {
+  std::uint64_t seed = 0, offset = 0, threshold = 0;
+  float scale = 1.0f;
+};
+inline DropoutArgs dropout_args(const klab::Launch& l) {
+  const double p = drop_probability(l.problem.variant);
+  DropoutArgs a;
+  a.seed = static_cast<std::uint64_t>(l.scalars.at(0));
+  a.offset = static_cast<std::uint64_t>(l.scalars.at(1));
+  a.threshold = klab::dropout_threshold(p);
+  a.scale = p < 1.0 ? static_cast<float>(1.0 / (1.0 - p)) : 0.0f;
+  return a;
+}
+
+inline std::int64_t numel(const klab::Problem& p) { return p.shape[0] * p.shape[1]; }
+
+// Launch shape of the grid-stride kernels: 256 threads a block, at most 8 blocks per SM
+// (2048 threads, the H100's limit), never more than the work needs.
+inline constexpr int kThreads = 256;
+inline unsigned grid_stride_blocks(std::int64_t work_items) {
+  static const int sms = klab::device_info().sms > 0 ? klab::device_info().sms : 132;
+  return klab::blocks_for(work_items, kThreads, static_cast<std::int64_t>(sms) * 8);
+}
+
+}  // namespace lesson07
