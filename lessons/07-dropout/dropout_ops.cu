@@ -2,7 +2,7 @@
 //
 //   dropout   y = x · keep / (1 − p)   {rows, cols}   f32, bf16   variants p0, p0.1, p0.5, p0.9, p1
 //
-// The kernels live beside this file (dropout.cu: v1_stored_mask, v2_philox_fused); the
+// The kernels live beside this file (dropout.cu: v1_stored_mask, v2_philox_fused, triton); the
 // learner's is exercise.cu. The mask is the dropout stream of klab/device/philox.cuh, the
 // same functions on the host and the device: the reference calls them, so the mask is
 // checked bit for bit (a kept element the kernel dropped, or the reverse, is off by
