@@ -14,7 +14,8 @@ matmul without tensor-core instructions):
   05 v9_wmma         HMMA (tensor cores); 05 v1_naive none
   05 v13_mma_autotuned  HMMA and cp.async through the kernel it declares, matmul_mma_sync
   05 v14..v19        the Hopper kernel they declare, matmul_wgmma: HGMMA (wgmma) and TMA
-                     copies in every instantiation, no HMMA, no cp.async, no spills
+                     copies in every instantiation, no HMMA, no cp.async, no spills; each
+                     version shows its own configuration only, a different one each
 every impl that declares kernels (Impl::kernels) shows them
 and of every row: registers > 0, SASS instructions > 0, at least one resident block.
 Exit 0 with a summary, 1 with a line per failed assertion.
@@ -78,14 +79,23 @@ check(any(x["kernel"].startswith("matmul_mma_sync") and x["mix"]["HMMA"] > 0 and
 for lesson, impl, kernel in (("02", "v2_smem_tile", "transpose_smem"), ("03", "v1_vec_last_block", "sum_v4_vec_last_block"),
                              ("04", "v3_online", "softmax_rows_online"), ("05", "v8_autotuned", "matmul_v7_warptiling")):
     check(any(x["kernel"].startswith(kernel) for x in of(lesson, impl)), f"{lesson} {impl}: its declared {kernel} not shown")
+configs = {}
 for impl in ("v14_wgmma_tma", "v15_warp_specialized", "v16_persistent", "v17_splitk_wgmma", "v18_cluster_multicast",
              "v19_tma_store"):
     wg = [x for x in of("05", impl) if x["kernel"].startswith("matmul_wgmma")]
     check(len(wg) > 0, f"05 {impl}: its declared matmul_wgmma not shown")
+    # Each shows only its own configuration (Impl::kernels "matmul_wgmma@WgCfg<...>"): one
+    # instance per layout, bf16 out (v17: its fp32-partial instances too).
+    cfgs = {x["kernel"].split("WgCfg")[1].split(">")[0] for x in wg if "WgCfg" in x["kernel"]}
+    names = {x["kernel"] for x in wg}  # (v16, v18, v19 show them under matmul_batched too)
+    check(len(cfgs) == 1 and len(names) == (6 if impl == "v17_splitk_wgmma" else 3),
+          f"05 {impl}: {len(names)} matmul_wgmma instances of {len(cfgs)} configurations")
+    configs[impl] = cfgs
     for x in wg:
         check(x["mix"]["HGMMA"] > 0 and x["mix"]["TMA"] > 0, f"05 {impl} {x['kernel']}: no HGMMA or no TMA")
         check(x["mix"]["HMMA"] == 0 and x["mix"]["LDGSTS"] == 0, f"05 {impl} {x['kernel']}: mma.sync or cp.async")
         check(x["local"] == 0 and x["stack"] == 0, f"05 {impl} {x['kernel']}: spills ({x['local']} B local)")
+check(len({c for cs in configs.values() for c in cs}) == len(configs), "05 v14..v19: two versions share a configuration")
 for x in of("05", "v1_naive"):
     check(x["mix"]["HMMA"] == 0, f"05 v1_naive {x['kernel']}: HMMA")
 print("\n".join(fails) if fails else f"inspect_check: {len(kernels)} kernels of 5 lessons as their sources say")

@@ -227,8 +227,11 @@ int cmd_inspect(const InspectArgs& a) {
         // The kernels it declares, named for their technique (Impl::kernels).
         for (const std::string& name : impl->kernels) {
           bool found = false;
+          // "base@text": the instances of kernel base whose demangled name contains text.
+          const std::size_t at = name.find('@');
+          const std::string kbase = name.substr(0, at), text = at == std::string::npos ? "" : name.substr(at + 1);
           for (const Kernel& k : all)
-            if (in_lesson(k) && k.base == name) {
+            if (in_lesson(k) && k.base == kbase && k.demangled.find(text) != std::string::npos) {
               found = true;
               if (std::find(mine.begin(), mine.end(), &k) == mine.end()) mine.push_back(&k);
             }

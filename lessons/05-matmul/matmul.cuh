@@ -211,6 +211,7 @@ void launch_mma_bf16(const GemmArgs& g, const std::string& variant, bool out_f32
 // v17_splitk_wgmma's slices (matmul_hopper.cu): 128x128 tiles, K slices multiples of 64.
 void launch_wgmma_splitk_bf16(const GemmArgs& g, const std::string& variant, bool out_f32, cudaStream_t s);
 std::string supports_wgmma(const klab::Problem& p);
+std::string wgmma_splitk_kernel();  // v17's instances of matmul_wgmma (Impl::kernels)
 
 // ---- the versions v20_autotuned chooses among (matmul_autotuned.cu) --------------------
 std::vector<std::string> v13_config_names();                 // matmul_mma.cu

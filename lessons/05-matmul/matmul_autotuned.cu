@@ -66,7 +66,7 @@ KLAB_REGISTER(klab::register_impl({.op = "matmul", .name = "v20_autotuned",
                                    .kind = klab::ImplKind::cuda, .supports = bf16_tc,
                                    .workspace = workspace_v20_autotuned, .run = run_v20_autotuned,
                                    .candidates = v20_candidates,
-                                   .kernels = {"matmul_mma_sync", "matmul_wgmma"}}));
+                                   .kernels = {"matmul_mma_sync", "matmul_wgmma", "matmul_v12_splitk_reduce"}}));
 
 }  // namespace
 }  // namespace lesson05

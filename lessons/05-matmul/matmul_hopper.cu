@@ -103,6 +103,15 @@ using CfgV19 = WgCfg<256, 3, true, true, 2, 1>;  // 3 stages: the C tile takes t
 // A v20 candidate: four stages, the C tile staged in two rounds of 128 columns.
 using CfgV19Half = WgCfg<256, 4, true, true, 2, 2>;
 
+// The instances of matmul_wgmma a configuration compiles to, as Impl::kernels names them
+// (`klab inspect 05 --impl v14_wgmma_tma` then shows v14's kernels only).
+template <class Cfg>
+std::string wgmma_kernel() {
+  auto b = [](bool v) { return v ? std::string("true") : std::string("false"); };
+  return "matmul_wgmma@WgCfg<" + std::to_string(Cfg::BN) + ", " + std::to_string(Cfg::STAGES) + ", " + b(Cfg::WS) +
+         ", " + b(Cfg::PERSISTENT) + ", " + std::to_string(Cfg::CLUSTER) + ", " + std::to_string(Cfg::C_ROUNDS) + ">";
+}
+
 // Register split of the warp-specialized kernels: 128 x 40 + 256 x 232 <= 64K registers.
 constexpr int kProducerRegs = 40, kConsumerRegs = 232;
 
@@ -454,6 +463,9 @@ void run_v18_cluster_multicast(const klab::Launch& l) { run_wgmma_config<CfgV18>
 void run_v19_tma_store(const klab::Launch& l) { run_wgmma_config<CfgV19>(l); }
 void run_v19_tma_store_4st(const klab::Launch& l) { run_wgmma_config<CfgV19Half>(l); }
 
+// The kernels of v17_splitk_wgmma's slices, for its Impl::kernels (matmul_splitk.cu).
+std::string wgmma_splitk_kernel() { return wgmma_kernel<CfgV17>(); }
+
 // Used by split-K (v17_splitk_wgmma, matmul_splitk.cu): fp32 partials into g.C.
 void launch_wgmma_splitk_bf16(const GemmArgs& g, const std::string& variant, bool out_f32, cudaStream_t s) {
   if (out_f32) launch_wgmma<CfgV17, float>(g, variant, 1, s);
@@ -468,35 +480,35 @@ namespace {
 KLAB_REGISTER(klab::register_impl({.op = "matmul", .name = "v14_wgmma_tma",
                                    .summary = "TMA into swizzled stages, wgmma 64x256x16, mbarrier full/empty ring",
                                    .kind = klab::ImplKind::cuda, .supports = supports_wgmma,
-                                   .run = run_v14_wgmma_tma, .kernels = {"matmul_wgmma"}}));
+                                   .run = run_v14_wgmma_tma, .kernels = {wgmma_kernel<CfgV14>()}}));
 KLAB_REGISTER(klab::register_impl({.op = "matmul", .name = "v15_warp_specialized",
                                    .summary = "a copy warpgroup and two MMA warpgroups, setmaxnreg 40/232",
                                    .kind = klab::ImplKind::cuda, .supports = supports_wgmma,
-                                   .run = run_v15_warp_specialized, .kernels = {"matmul_wgmma"}}));
+                                   .run = run_v15_warp_specialized, .kernels = {wgmma_kernel<CfgV15>()}}));
 KLAB_REGISTER(klab::register_impl({.op = "matmul", .name = "v16_persistent",
                                    .summary = "one block per SM over grouped tiles, the next loads under the epilogue",
                                    .kind = klab::ImplKind::cuda, .supports = supports_wgmma,
-                                   .run = run_v16_persistent, .kernels = {"matmul_wgmma"}}));
+                                   .run = run_v16_persistent, .kernels = {wgmma_kernel<CfgV16>()}}));
 KLAB_REGISTER(klab::register_impl({.op = "matmul_batched", .name = "v16_persistent",
                                    .summary = "v16 with the batch as the TMA maps' third dimension",
                                    .kind = klab::ImplKind::cuda, .supports = supports_wgmma,
-                                   .run = run_v16_persistent, .kernels = {"matmul_wgmma"}}));
+                                   .run = run_v16_persistent, .kernels = {wgmma_kernel<CfgV16>()}}));
 KLAB_REGISTER(klab::register_impl({.op = "matmul", .name = "v18_cluster_multicast",
                                    .summary = "clusters of 2 CTAs in M: each copies half of the shared B tile to both",
                                    .kind = klab::ImplKind::cuda, .supports = supports_wgmma,
-                                   .run = run_v18_cluster_multicast, .kernels = {"matmul_wgmma"}}));
+                                   .run = run_v18_cluster_multicast, .kernels = {wgmma_kernel<CfgV18>()}}));
 KLAB_REGISTER(klab::register_impl({.op = "matmul", .name = "v19_tma_store",
                                    .summary = "v18 with the epilogue staged by stmatrix and stored by TMA, 3 stages",
                                    .kind = klab::ImplKind::cuda, .supports = supports_wgmma,
-                                   .run = run_v19_tma_store, .kernels = {"matmul_wgmma"}}));
+                                   .run = run_v19_tma_store, .kernels = {wgmma_kernel<CfgV19>()}}));
 KLAB_REGISTER(klab::register_impl({.op = "matmul_batched", .name = "v19_tma_store",
                                    .summary = "v19 with the batch as the TMA maps' third dimension",
                                    .kind = klab::ImplKind::cuda, .supports = supports_wgmma,
-                                   .run = run_v19_tma_store, .kernels = {"matmul_wgmma"}}));
+                                   .run = run_v19_tma_store, .kernels = {wgmma_kernel<CfgV19>()}}));
 KLAB_REGISTER(klab::register_impl({.op = "matmul_batched", .name = "v18_cluster_multicast",
                                    .summary = "v18 with the batch as the TMA maps' third dimension",
                                    .kind = klab::ImplKind::cuda, .supports = supports_wgmma,
-                                   .run = run_v18_cluster_multicast, .kernels = {"matmul_wgmma"}}));
+                                   .run = run_v18_cluster_multicast, .kernels = {wgmma_kernel<CfgV18>()}}));
 
 }  // namespace
 }  // namespace lesson05

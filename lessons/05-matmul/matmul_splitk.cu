@@ -148,7 +148,7 @@ KLAB_REGISTER(klab::register_impl({.op = "matmul", .name = "v17_splitk_wgmma",
                                    .summary = "split-K on the warp-specialized TMA + wgmma kernel, 128x128 tiles",
                                    .kind = klab::ImplKind::cuda, .supports = supports_wgmma,
                                    .workspace = workspace_v17_splitk_wgmma, .run = run_v17_splitk_wgmma,
-                                   .kernels = {"matmul_wgmma"}}));
+                                   .kernels = {wgmma_splitk_kernel(), "matmul_v12_splitk_reduce"}}));
 
 }  // namespace
 }  // namespace lesson05

@@ -183,6 +183,8 @@ struct Impl {
   // Kernels it launches that are named for their technique, not for it (docs/design.md,
   // "The impl name is the index": one template serving several impls), by their own name
   // (`matmul_mma_sync`). `klab inspect` shows them beside the kernels named for the impl.
+  // `name@text` keeps only the instances whose demangled name contains text: the one
+  // configuration of a template this impl launches (`matmul_wgmma@WgCfg<256, 3, false,`).
   std::vector<std::string> kernels;
 };
 
