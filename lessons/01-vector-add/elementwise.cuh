@@ -39,13 +39,10 @@ inline std::string cpu_supports(const klab::Problem& p) {
 inline const std::vector<klab::Dims> kBenchShapes = {{1 << 20}, {1 << 28}};
 
 // Launch shape of the grid-stride versions: 256 threads per block, and enough resident
-// blocks to fill every SM several times over (8 x 256 = 2048, the H100's threads per SM),
+// blocks to fill every SM several times over (klab::grid_stride_blocks, klab/kernels.cuh),
 // never more than the work needs.
 inline constexpr int kThreads = 256;
-inline unsigned grid_stride_blocks(std::int64_t work_items) {
-  static const int sms = klab::device_info().sms > 0 ? klab::device_info().sms : 132;
-  return klab::blocks_for(work_items, kThreads, static_cast<std::int64_t>(sms) * 8);
-}
+inline unsigned grid_stride_blocks(std::int64_t work_items) { return klab::grid_stride_blocks(work_items, kThreads); }
 
 // The fp64 reference of an element-wise op: ref[i] = f(x[i], y[i]), computed from the
 // inputs as stored (already rounded to their dtype), on all host cores.

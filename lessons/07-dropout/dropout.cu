@@ -99,9 +99,9 @@ void run_v1(const klab::Launch& l) {
   const DropoutArgs a = dropout_args(l);
   KLAB_REQUIRE(l.workspace_bytes >= static_cast<std::size_t>(n), "v1_stored_mask: workspace too small");
   auto* mask = static_cast<std::uint8_t*>(l.workspace);
-  dropout_v1_draw_mask<<<grid_stride_blocks((n + 3) / 4), kThreads, 0, l.stream>>>(mask, n, a);
+  dropout_v1_draw_mask<<<klab::grid_stride_blocks((n + 3) / 4, kThreads), kThreads, 0, l.stream>>>(mask, n, a);
   KLAB_CHECK_LAUNCH();
-  dropout_v1_apply_mask<T><<<grid_stride_blocks(n), kThreads, 0, l.stream>>>(l.in[0].as<const T>(), mask,
+  dropout_v1_apply_mask<T><<<klab::grid_stride_blocks(n, kThreads), kThreads, 0, l.stream>>>(l.in[0].as<const T>(), mask,
                                                                             l.out[0].as<T>(), n, a.scale);
   KLAB_CHECK_LAUNCH();
 }
@@ -115,7 +115,7 @@ void run_v2(const klab::Launch& l) {
   // A quad starts at a multiple of 4 elements: aligned to its vector when the bases are.
   const bool vec_ok = reinterpret_cast<std::uintptr_t>(x) % sizeof(klab::Vec<T, 4>) == 0 &&
                       reinterpret_cast<std::uintptr_t>(y) % sizeof(klab::Vec<T, 4>) == 0;
-  dropout_v2_philox_fused<T><<<grid_stride_blocks((n + 3) / 4), kThreads, 0, l.stream>>>(x, y, n, dropout_args(l),
+  dropout_v2_philox_fused<T><<<klab::grid_stride_blocks((n + 3) / 4, kThreads), kThreads, 0, l.stream>>>(x, y, n, dropout_args(l),
                                                                                         vec_ok);
   KLAB_CHECK_LAUNCH();
 }

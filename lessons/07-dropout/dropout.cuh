@@ -11,7 +11,6 @@
 #include <cstdint>
 #include <string>
 
-#include "klab/device.hpp"
 #include "klab/device/philox.cuh"
 #include "klab/kernels.cuh"
 #include "klab/op.hpp"
@@ -40,12 +39,7 @@ inline DropoutArgs dropout_args(const klab::Launch& l) {
 
 inline std::int64_t numel(const klab::Problem& p) { return p.shape[0] * p.shape[1]; }
 
-// Launch shape of the grid-stride kernels: 256 threads a block, at most 8 blocks per SM
-// (2048 threads, the H100's limit), never more than the work needs.
+// Threads a block of the grid-stride kernels; their grids: klab::grid_stride_blocks.
 inline constexpr int kThreads = 256;
-inline unsigned grid_stride_blocks(std::int64_t work_items) {
-  static const int sms = klab::device_info().sms > 0 ? klab::device_info().sms : 132;
-  return klab::blocks_for(work_items, kThreads, static_cast<std::int64_t>(sms) * 8);
-}
 
 }  // namespace lesson07
