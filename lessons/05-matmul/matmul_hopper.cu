@@ -229,7 +229,8 @@ __device__ __forceinline__ void store_tile_tma(const float (&r_acc)[Cfg::ACC], c
 }
 
 // ======================================================================================
-// Kernel: v14 (in-line copies), v15 (a copy warpgroup), v16 (and persistent), v17 (split-K)
+// Kernel: v14 (in-line copies), v15 (a copy warpgroup), v16 (persistent), v17 (split-K),
+// v18 (clusters), v19 (the TMA-store epilogue)
 // ======================================================================================
 template <class Cfg, bool AK, bool BK, class TC>
 __global__ void __launch_bounds__(Cfg::NT, 1)
@@ -272,7 +273,7 @@ __global__ void __launch_bounds__(Cfg::NT, 1)
     load_stage<Cfg, AK, BK>(&tm_a, &tm_b, stage_a(s), s_full + 8 * s, tl, tl.k0 + kt * Cfg::BK, rank);
   };
 
-  // ---- the copy warpgroup (v15 ... v18) ---------------------------------------------------
+  // ---- the copy warpgroup (v15 ... v19) ---------------------------------------------------
   if (Cfg::WS && wg == 0) {
     klab::setmaxnreg_dec<kProducerRegs>();
     if (threadIdx.x == 0) {
