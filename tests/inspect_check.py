@@ -11,6 +11,7 @@ matmul without tensor-core instructions):
   02 v4_tile64_ilp   a static shared-memory tile and barriers
   03 v2_smem_private shared-memory histograms
   04 v7_prefetch     cp.async (LDGSTS), no spills (local memory 0)
+  04 v8_push_exchange cp.async (LDGSTS), at most 8 bytes of stack
   05 v9_wmma         HMMA (tensor cores); 05 v1_naive none
   05 v13_mma_autotuned  HMMA and cp.async through the kernel it declares, matmul_mma_sync
   05 v14..v19        the Hopper kernel they declare, matmul_wgmma: HGMMA (wgmma) and TMA
@@ -28,7 +29,7 @@ import tempfile
 klab = sys.argv[1]
 # The asserted impls, and every impl that declares kernels named for their technique
 # (Impl::kernels: inspect fails when the binary lacks one).
-impls = ("v1_naive,v4_tile64_ilp,v2_smem_private,v7_prefetch,v9_wmma,v13_mma_autotuned,"
+impls = ("v1_naive,v4_tile64_ilp,v2_smem_private,v7_prefetch,v8_push_exchange,v9_wmma,v13_mma_autotuned,"
          "v2_smem_tile,v3_smem_padded,v1_vec_last_block,v3_online,v5_cluster,v6_vectorized,v8_autotuned,"
          "v10_mma_sync,v11_mma_pipelined,v12_splitk,v14_wgmma_tma,v15_warp_specialized,v16_persistent,"
          "v17_splitk_wgmma,v18_cluster_multicast,v19_tma_store")
@@ -72,6 +73,11 @@ check(any(x["shared_static"] > 0 for x in of("03", "v2_smem_private")), "03 v2_s
 for x in of("04", "v7_prefetch"):
     check(x["mix"]["LDGSTS"] > 0, f"04 v7_prefetch {x['kernel']}: no cp.async (LDGSTS)")
     check(x["local"] == 0 and x["stack"] == 0, f"04 v7_prefetch {x['kernel']}: spills ({x['local']} B local)")
+# v8: v7's cp.async, and 8 bytes of stack at most (the
+# fp32 8-vector kernel keeps two loop constants there: 1024 threads allow 64 registers).
+for x in of("04", "v8_push_exchange"):
+    check(x["mix"]["LDGSTS"] > 0, f"04 v8_push_exchange {x['kernel']}: no cp.async (LDGSTS)")
+    check(x["local"] == 0 and x["stack"] <= 8, f"04 v8_push_exchange {x['kernel']}: spills ({x['stack']} B stack)")
 check(any(x["mix"]["HMMA"] > 0 for x in of("05", "v9_wmma")), "05 v9_wmma: no HMMA")
 mma = of("05", "v13_mma_autotuned")
 check(any(x["kernel"].startswith("matmul_mma_sync") and x["mix"]["HMMA"] > 0 and x["mix"]["LDGSTS"] > 0 for x in mma),

@@ -23,7 +23,11 @@ def dropout_kernel(x_ptr, y_ptr, n, seed, offset_lo, offset_hi, threshold, scale
     c2 = tl.full((QUADS,), offset_lo, tl.int32)
     c3 = tl.full((QUADS,), offset_hi, tl.int32)
     w0, w1, w2, w3 = tl.philox(seed, c0, c1, c2, c3)     # the words of elements 4q .. 4q+3
-    words = tl.reshape(tl.join(tl.join(w0, w1), tl.join(w2, w3)), (QUADS, 4))
+    # tl.join stacks along a new last axis, so the outer join must pair (w0, w2) with
+    # (w1, w3): [q, i, j] = w(2i + j), and the (QUADS, 4) rows read w0 w1 w2 w3. (Joining
+    # (w0, w1) with (w2, w3) gives w0 w2 w1 w3: elements 1 and 2 of every quad swapped, which
+    # the first H100 run of `klab test 07` caught.)
+    words = tl.reshape(tl.join(tl.join(w0, w2), tl.join(w1, w3)), (QUADS, 4))
     offs = q[:, None] * 4 + tl.arange(0, 4)[None, :]     # (QUADS, 4)
     mask = offs < n
     x = tl.load(x_ptr + offs, mask=mask).to(tl.float32)

@@ -73,6 +73,25 @@ __device__ __forceinline__ void mbar_arrive_cluster(std::uint32_t s_bar, std::ui
 #endif
 }
 
+// Stores the pair (a, b) at shared-memory offset `s_dst` of CTA `cta` of this cluster (itself
+// included) and reports its 8 bytes to that CTA's mbarrier at offset `s_bar` as transaction
+// bytes: the receiver announces them with arrive.expect_tx and waits on the barrier, after
+// which the pair is visible to it. A one-way message with no cluster barrier: lesson 04's
+// v8 pushes each block's (max, sum) pair to every block of its cluster this way. A
+// complete_tx may land before the receiver's expect_tx of the same phase (the barrier's
+// byte count may go transiently negative); the phase completes when both have happened.
+__device__ __forceinline__ void st_async_pair(std::uint32_t s_dst, float a, float b, std::uint32_t s_bar,
+                                              std::uint32_t cta) {
+#ifndef KLAB_NO_TMA
+  std::uint32_t dst, bar;
+  asm volatile("mapa.shared::cluster.u32 %0, %1, %2;\n" : "=r"(dst) : "r"(s_dst), "r"(cta));
+  asm volatile("mapa.shared::cluster.u32 %0, %1, %2;\n" : "=r"(bar) : "r"(s_bar), "r"(cta));
+  asm volatile("st.async.shared::cluster.mbarrier::complete_tx::bytes.v2.f32 [%0], {%1, %2}, [%3];\n" ::"r"(dst),
+               "f"(a), "f"(b), "r"(bar)
+               : "memory");
+#endif
+}
+
 // This CTA's rank in its cluster, and a barrier over every thread of the cluster (release /
 // acquire: shared-memory writes before it are visible to the other CTAs after it).
 __device__ __forceinline__ std::uint32_t cluster_rank() {
