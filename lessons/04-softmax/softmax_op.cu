@@ -194,6 +194,7 @@ klab::Op make_softmax_op() {
       {3, 32769},             // one past it; odd, so no vector loads either
       {5, 65540},             // multiple of 4 (fp32 vectors) but not of 8 (bf16 vectors)
       {2, 262144}, {3, 262147},   // the long rows v5_cluster holds, and just past them
+      {3, 200008},                // whole bf16 vectors, a cluster of 7 blocks with a ragged last one
       {2, 300007},
       {1025, 33}, {70001, 5},     // many short rows; more rows than a grid's y-dimension
       {1031, 8209},               // 8.5M elements: softmax_rows_v1_three_pass_normalize's
