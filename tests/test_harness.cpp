@@ -257,3 +257,57 @@ TEST(Sampled, PropertiesAreCheckedToo) {
   };
   EXPECT_EQ(verify_one(op, im, 100), Status::fail);
 }
+
+// ---- impls judged by properties (a vendor random generator) --------------------------------
+
+// An op whose valid outputs are any y with y[i] in {0, i} (a mask of its own draw), and whose
+// reference is one such draw (all kept).
+Op op_with_masked_outputs() {
+  Op op = op_with_reference(DType::f32, [](std::int64_t i) { return static_cast<double>(i); });
+  op.properties = [](const Problem&, const Inputs&, const std::vector<HostTensor>& out) {
+    for (std::int64_t i = 0; i < out[0].numel(); ++i)
+      if (const double v = out[0].get(i); v != 0.0 && v != static_cast<double>(i))
+        return "y[" + std::to_string(i) + "] is neither 0 nor " + std::to_string(i);
+    return std::string();
+  };
+  return op;
+}
+
+// Writes i where (i % 3) != 0 and 0 elsewhere: a valid output that is not the reference.
+Impl other_draw_impl(bool judged_by_properties) {
+  Impl im;
+  im.op = "t_op";
+  im.name = "other_draw";
+  im.kind = ImplKind::cpu;
+  im.judged_by_properties = judged_by_properties;
+  im.run = [](const Launch& l) {
+    for (std::int64_t i = 0; i < l.out[0].numel(); ++i) l.out[0].as<float>()[i] = i % 3 ? static_cast<float>(i) : 0.f;
+  };
+  return im;
+}
+
+TEST(JudgedByProperties, AnotherValidDrawPassesOnlyWhenSoMarked) {
+  const Op op = op_with_masked_outputs();
+  EXPECT_EQ(verify_one(op, other_draw_impl(false), 100), Status::fail);   // compared: differs
+  EXPECT_EQ(verify_one(op, other_draw_impl(true), 100), Status::pass);
+}
+
+TEST(JudgedByProperties, AnInvalidOrUnwrittenOutputFails) {
+  const Op op = op_with_masked_outputs();
+  Impl im = other_draw_impl(true);
+  im.run = [](const Launch& l) {   // one element off by one
+    for (std::int64_t i = 0; i < l.out[0].numel(); ++i) l.out[0].as<float>()[i] = i == 41 ? 42.f : static_cast<float>(i);
+  };
+  EXPECT_EQ(verify_one(op, im, 100), Status::fail);
+  im.run = [](const Launch& l) {   // the last element unwritten (still the poison)
+    for (std::int64_t i = 0; i + 1 < l.out[0].numel(); ++i) l.out[0].as<float>()[i] = static_cast<float>(i);
+  };
+  EXPECT_EQ(verify_one(op, im, 100), Status::fail);
+}
+
+TEST(JudgedByProperties, FailsWhereTheOpHasNoProperties) {
+  const Op op = op_with_reference(DType::f32, [](std::int64_t i) { return static_cast<double>(i); });
+  Impl im = cpu_impl(op, -1);
+  im.judged_by_properties = true;   // even an exact output: nothing can judge it
+  EXPECT_EQ(verify_one(op, im, 100), Status::fail);
+}

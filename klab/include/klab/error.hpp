@@ -63,6 +63,16 @@ void check_last_launch(const char* file, int line);
       ::klab::throw_error(cudnnGetErrorString(klab_st_), #call, __FILE__, __LINE__); \
   } while (0)
 
+// cuRAND (curandStatus_t), expanded where it is used like cuDNN's; cuRAND has no message
+// function, so the status is shown by number (curand.h lists them).
+#define KLAB_CHECK_CURAND(call)                                                          \
+  do {                                                                                   \
+    const auto klab_st_ = (call);                                                        \
+    if (klab_st_ != CURAND_STATUS_SUCCESS)                                               \
+      ::klab::throw_error("cuRAND status " + std::to_string(static_cast<int>(klab_st_)), #call, __FILE__, \
+                          __LINE__);                                                     \
+  } while (0)
+
 // After every <<<...>>> launch: catches bad configurations (too many threads, too much
 // shared memory) at the launch that caused them, not at the next synchronisation.
 #define KLAB_CHECK_LAUNCH()                          \

@@ -171,6 +171,12 @@ struct Impl {
   // The harness zero-fills the workspace before every launch (outside the timed region),
   // for impls whose scratch must start at zero (counters, atomic accumulators).
   bool zero_workspace = false;
+  // For an impl that draws its own random numbers (a vendor generator, lesson 07's cuRAND
+  // dropout): its outputs are a different, equally valid draw, so they are not compared
+  // element by element with the reference; the op's `properties` judge them instead (what
+  // any valid output must satisfy, element by element and in distribution). An impl so
+  // marked fails every check of an op that has no properties.
+  bool judged_by_properties = false;
   // The source file that registered this impl, as its compiler named it (register_impl
   // fills it in from the call site). `klab list --json` prints it relative to the
   // repository root, and tools/impl_index.py checks the file's header comment, the
