@@ -14,8 +14,9 @@ keeps scalar loads on purpose says why in its `scalar_loads` key and is left out
 once hinted only its strides, not M, N and K: every load of A and B was one 2-byte element
 and the loop was not pipelined, at 0.20x cuBLAS. The same entries must not draw ptxas's
 warning C7515 (wgmma serialized: each k-step's tensor-core instructions wait for each other):
-the nt matmul's 128x256 kernel did, from a zero-trip path of its K loop, until its loop was
-made to run at least once. An entry whose PTX has wgmma must have HGMMA in its SASS (what
+the nt matmul's 128x256 kernel did, from a zero-trip path of its K loop, until that loop was
+made to run at least once (the loop has since become whole unmasked K steps and one masked
+tail step, which draws no warning). An entry whose PTX has wgmma must have HGMMA in its SASS (what
 ptxas made of it, read with Triton's cuobjdump). Exit 0 with a summary, 1 with a line per
 entry that failed.
 """

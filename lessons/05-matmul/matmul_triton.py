@@ -1,9 +1,13 @@
 """Lesson 05, Triton track: bf16 matmul with fp32 accumulation, C = A · B.
 
 Each program computes one (BM, BN) tile of C: it walks K in steps of BK, loads a (BM, BK)
-tile of A and a (BK, BN) tile of B under masks (zero past M, N and K, so any shape works),
-and accumulates tl.dot(a, b) in fp32 — on Hopper, Triton lowers tl.dot to wgmma and
-pipelines the loads over num_stages buffers, which the CUDA versions do by hand.
+tile of A and a (BK, BN) tile of B, and accumulates tl.dot(a, b) in fp32 — on Hopper,
+Triton lowers tl.dot to wgmma and pipelines the loads over num_stages buffers, which the
+CUDA versions do by hand. Any shape works, with masks only where one can be false: a row
+of A (column of B) past M (N) reads row M - 1 (column N - 1) instead where K is the
+operand's contiguous dimension, and keeps a mask that does not change from step to step
+where it is not; the whole steps of K load with no K mask, and one last step takes the
+rest of K under its mask.
 
 Programs are numbered in grouped order (GROUP_M rows of tiles at a time, column by column)
 so that tiles running at the same time share their A rows and B columns in L2 — the same
@@ -46,44 +50,75 @@ def matmul_kernel(a_ptr, b_ptr, c_ptr, M, N, K, lda, ldb, ldc,
     rm = pid_m * BM + tl.arange(0, BM)                  # (BM,)
     rn = pid_n * BN + tl.arange(0, BN)                  # (BN,)
     rk = tl.arange(0, BK)                               # (BK,)
-    rm64 = rm.to(tl.int64)                              # row offsets may pass 2^31
-    rn64 = rn.to(tl.int64)
+    # A row (column of B) past M (N) loads row M - 1 (column N - 1) instead of a masked zero:
+    # its products land only in rows (columns) of C that are never stored, and the load
+    # needs no mask. Only the dimension that is not contiguous in memory is clamped: a
+    # clamped index inside a 16-byte vector would break the vector.
+    m_in = rm[:, None] < M                              # (BM, 1)  loop-invariant masks of the
+    n_in = rn[None, :] < N                              # (1, BN)  contiguous dimensions
     if A_KMAJ:
-        a_ptrs = a_ptr + rm64[:, None] * lda + rk[None, :]          # (BM, BK)
+        rm_a = tl.minimum(rm, M - 1).to(tl.int64)       # row offsets may pass 2^31
+        a_ptrs = a_ptr + rm_a[:, None] * lda + rk[None, :]          # (BM, BK)
         a_step = BK
     else:
-        a_ptrs = a_ptr + rk[None, :].to(tl.int64) * lda + rm64[:, None]
+        a_ptrs = a_ptr + rk[None, :].to(tl.int64) * lda + rm.to(tl.int64)[:, None]
         a_step = BK * lda
     if B_KMAJ:
-        b_ptrs = b_ptr + rn64[None, :] * ldb + rk[:, None]          # (BK, BN)
+        rn_b = tl.minimum(rn, N - 1).to(tl.int64)
+        b_ptrs = b_ptr + rn_b[None, :] * ldb + rk[:, None]          # (BK, BN)
         b_step = BK
     else:
-        b_ptrs = b_ptr + rk[:, None].to(tl.int64) * ldb + rn64[None, :]
+        b_ptrs = b_ptr + rk[:, None].to(tl.int64) * ldb + rn.to(tl.int64)[None, :]
         b_step = BK * ldb
 
     acc = tl.zeros((BM, BN), dtype=tl.float32)
-    # nt: at least one trip, even at K = 0 (every load is then masked to zero, so C = 0
-    # still). With a zero-trip path the compiler zeroed the accumulator on that path too, and
-    # ptxas serialized every wgmma of the nt 128x256 kernel (its warning C7515, which
-    # tools/triton_ptx.py reports and CI forbids). nn and tn never drew the warning and keep
-    # the plain loop (README: the one run of the change).
-    k_end = tl.maximum(K, 1) if B_KMAJ else K
-    for k0 in range(0, k_end, BK):
-        a = tl.load(a_ptrs, mask=(rm[:, None] < M) & (rk[None, :] < K - k0), other=0.0)
-        b = tl.load(b_ptrs, mask=(rk[:, None] < K - k0) & (rn[None, :] < N), other=0.0)
+    # The whole steps of K with no mask on K (none at all in nt), then at most one partial
+    # step under K's mask: the masks of the loop's loads no longer change from step to step.
+    k_full = tl.multiple_of(K - K % BK, BK)             # (a true hint: the tail loads vectorise)
+    for k0 in range(0, k_full, BK):
+        if A_KMAJ:
+            a = tl.load(a_ptrs)
+        else:
+            a = tl.load(a_ptrs, mask=m_in, other=0.0)
+        if B_KMAJ:
+            b = tl.load(b_ptrs)
+        else:
+            b = tl.load(b_ptrs, mask=n_in, other=0.0)
         acc = tl.dot(a, b, acc)
         a_ptrs += a_step
         b_ptrs += b_step
+    if k_full < K:
+        # The pointers again from the start, not carried out of the loop: what the compiler
+        # knows of a loop-carried pointer (contiguity, alignment) does not survive the loop,
+        # and the tail's loads would be scalar.
+        rkt = k_full + rk                               # (BK,)
+        k_in_a = rkt[None, :] < K                       # (1, BK)
+        k_in_b = rkt[:, None] < K                       # (BK, 1)
+        if A_KMAJ:
+            a = tl.load(a_ptr + rm_a[:, None] * lda + rkt[None, :], mask=k_in_a, other=0.0)
+        else:
+            a = tl.load(a_ptr + rkt[None, :].to(tl.int64) * lda + rm.to(tl.int64)[:, None], mask=m_in & k_in_a,
+                        other=0.0)
+        if B_KMAJ:
+            b = tl.load(b_ptr + rn_b[None, :] * ldb + rkt[:, None], mask=k_in_b, other=0.0)
+        else:
+            b = tl.load(b_ptr + rkt[:, None].to(tl.int64) * ldb + rn.to(tl.int64)[None, :], mask=k_in_b & n_in,
+                        other=0.0)
+        acc = tl.dot(a, b, acc)
 
+    rm64 = rm.to(tl.int64)
+    rn64 = rn.to(tl.int64)
     c_ptrs = c_ptr + rm64[:, None] * ldc + rn64[None, :]
     tl.store(c_ptrs, acc.to(tl.bfloat16), mask=(rm[:, None] < M) & (rn[None, :] < N))
 
 
 # (BM, BN, BK, GROUP_M, num_warps, num_stages): the space the first call searches, and the
-# README's sweep (`klab bench 05 --op matmul --impl triton --candidate all`). The last entry
-# is the first with GROUP_M = 1 (tiles in row-major order, no grouping): the grouped order's
-# effect on its own. Every entry fits sm_80's 164 KB of shared memory per block (the 3-stage
-# 128x256x64 and 256x128x64 use 144 KB), so the Ampere build can run each one.
+# README's sweep (`klab bench 05 --op matmul --impl triton --candidate all`). The seventh entry
+# is the first with GROUP_M = 1 (tiles in row-major order, no grouping): the grouped
+# order's effect on its own. The last two hold a fourth stage of 48 KB (192 KB of shared memory
+# a block): more loads in flight, on Hopper's 227 KB only. A configuration whose stages do not
+# fit the device's shared memory (stages x (BM + BN) x BK x 2 bytes) is no candidate there
+# (matmul_triton_impl.cu), so the Ampere build (164 KB) runs the first seven.
 CONFIGS = [
     (128, 256, 64, 8, 8, 3),
     (128, 128, 64, 8, 4, 4),
@@ -92,6 +127,8 @@ CONFIGS = [
     (256, 128, 64, 8, 8, 3),
     (128, 256, 32, 8, 8, 4),
     (128, 256, 64, 1, 8, 3),
+    (128, 256, 64, 8, 8, 4),
+    (256, 128, 64, 8, 8, 4),
 ]
 LAYOUTS = {"nn": (1, 0), "tn": (0, 0), "nt": (1, 1)}
 

@@ -1,7 +1,7 @@
 // Lesson 05 — the Triton matmul (matmul_triton.py), compiled ahead of time.
 //
 //   triton   op matmul, bf16, all three layouts: one tl.dot kernel with masks for any
-//            shape, seven tile configurations, the fastest chosen per shape (run_triton)
+//            shape, nine tile configurations, the fastest chosen per shape (run_triton)
 //
 // The build links the tile configurations of each layout into one launcher
 // (tr_matmul_nn(stream, ..., algo_id)); the first call for a shape times them all on the
@@ -11,9 +11,12 @@
 #include <cuda.h>
 #include <cuda_runtime.h>
 
+#include <algorithm>
+#include <cstdio>
 #include <string>
 #include <vector>
 
+#include "klab/device.hpp"
 #include "klab/error.hpp"
 #include "klab/op.hpp"
 #include "klab/triton.hpp"
@@ -32,11 +35,28 @@ namespace {
 const std::vector<std::string> kTritonNames = {"128x256x64/8w/3st/g8", "128x128x64/4w/4st/g8",
                                                "128x128x32/4w/4st/g8", "64x128x64/4w/4st/g8",
                                                "256x128x64/8w/3st/g8", "128x256x32/8w/4st/g8",
-                                               "128x256x64/8w/3st/g1"};
+                                               "128x256x64/8w/3st/g1", "128x256x64/8w/4st/g8",
+                                               "256x128x64/8w/4st/g8"};
+
+// The shared memory a configuration's stages take: stages x (BM + BN) x BK bf16 elements.
+std::size_t stage_bytes(const std::string& name) {
+  int bm = 0, bn = 0, bk = 0, warps = 0, stages = 0;
+  KLAB_REQUIRE(std::sscanf(name.c_str(), "%dx%dx%d/%dw/%dst", &bm, &bn, &bk, &warps, &stages) == 5,
+               "triton matmul: malformed configuration name " + name);
+  return static_cast<std::size_t>(stages) * (bm + bn) * bk * 2;
+}
 
 // What the autotuner times for a problem, as Impl::candidates reports it: every linked
-// configuration, for every shape and layout (the kernel masks any shape), so no filter.
-std::vector<std::string> triton_candidates(const klab::Problem&) { return kTritonNames; }
+// configuration whose stages fit the device's shared memory (the 4-stage ones need Hopper's
+// 227 KB), for every shape and layout (the kernel masks any shape). Without a GPU, all.
+std::vector<std::string> triton_candidates(const klab::Problem&) {
+  const std::size_t limit = klab::device_info().smem_per_block_optin;
+  if (limit == 0) return kTritonNames;
+  std::vector<std::string> out;
+  for (const auto& n : kTritonNames)
+    if (stage_bytes(n) <= limit) out.push_back(n);
+  return out;
+}
 
 #if KLAB_HAVE_TRITON
 using Launcher = CUresult (*)(CUstream, CUdeviceptr, CUdeviceptr, CUdeviceptr, int32_t, int32_t, int32_t, int32_t,
@@ -71,16 +91,20 @@ void run_triton(const klab::Launch& l) {
     lay.load();
     is_loaded = true;
   }
-  auto launch = [&](int algo) {
+  auto launch_algo = [&](int algo) {
     KLAB_CHECK_CU(lay.launch(reinterpret_cast<CUstream>(l.stream), reinterpret_cast<CUdeviceptr>(g.A),
                              reinterpret_cast<CUdeviceptr>(g.B), reinterpret_cast<CUdeviceptr>(g.C), g.M, g.N, g.K,
                              static_cast<int32_t>(g.lda), static_cast<int32_t>(g.ldb), static_cast<int32_t>(g.ldc),
                              algo));
   };
-  const std::vector<std::string> names = triton_candidates(l.problem);
-  KLAB_REQUIRE(lay.num_algos() == static_cast<int>(names.size()),
+  KLAB_REQUIRE(lay.num_algos() == static_cast<int>(kTritonNames.size()),
                "triton matmul: the launcher links " + std::to_string(lay.num_algos()) + " configurations, " +
-                   std::to_string(names.size()) + " named (kTritonNames follows CONFIGS in matmul_triton.py)");
+                   std::to_string(kTritonNames.size()) + " named (kTritonNames follows CONFIGS in matmul_triton.py)");
+  // The candidates are a subset of kTritonNames; the launcher takes the algo_id in the full list.
+  const std::vector<std::string> names = triton_candidates(l.problem);
+  const auto launch = [&](int i) {
+    launch_algo(static_cast<int>(std::find(kTritonNames.begin(), kTritonNames.end(), names.at(i)) - kTritonNames.begin()));
+  };
   const int best = klab::autotune(l, "matmul|triton|" + l.problem.label(), names, 0, launch);
   launch(best);
 #else
@@ -95,7 +119,7 @@ std::string supports_triton(const klab::Problem& p) {
 }
 
 KLAB_REGISTER(klab::register_impl({.op = "matmul", .name = "triton",
-                                   .summary = "Triton tl.dot, 7 linked tile configs, fastest chosen per shape",
+                                   .summary = "Triton tl.dot, 9 linked tile configs, fastest chosen per shape",
                                    .kind = klab::ImplKind::triton, .supports = supports_triton,
                                    .run = run_triton, .candidates = triton_candidates}));
 
