@@ -1,0 +1,264 @@
+// lessons/08-layernorm/layernorm.cu — the layernorm forward, from a warp a row to a row held
+// in registers.
+//
+// Impls registered here (op layernorm):
+//   v1_warp_welford     one warp a row: each lane folds its elements into a running
+//                       (count, mean, M2) by Welford's update, the 32 triples merge by
+//                       shuffles (Chan's formula), then the lanes read the row again to write
+//                       y. Any width, one element a load.
+//   v2_block_registers  one block a row, the row held in registers as fp32 (16-byte vector
+//                       loads): mean from one block sum, then the variance from a second sum
+//                       of (x - mean)^2 over the same registers (two passes, no second read),
+//                       and y written from them. Rows up to 32,768 elements.
+//
+// Why Welford: the one-pass formula var = E[x^2] - E[x]^2 subtracts two sums that grow with
+// the row's mean; with a mean of 2 and a spread of 1 it loses about 4 of fp32's 24 bits, with
+// a mean of 100 about 15. Welford's update keeps a running mean and the sum of squared
+// deviations from it, so nothing large cancels, in one read of the row. v2 needs no such
+// care: the row is in registers, and a second pass over them costs no memory traffic.
+//
+//   klab test 08
+//   klab bench 08 --impl v1_warp_welford,v2_block_registers
+#include <cuda_bf16.h>
+#include <cuda_runtime.h>
+
+#include <algorithm>
+#include <cstdint>
+#include <string>
+
+#include "klab/device/block.cuh"
+#include "klab/device/vec.cuh"
+#include "klab/device/warp.cuh"
+#include "klab/error.hpp"
+#include "klab/kernels.cuh"
+#include "klab/op.hpp"
+#include "layernorm.cuh"
+
+// The op (inputs, reference, tolerances, shapes): layernorm_ops.cu.
+
+namespace lesson08 {
+namespace {
+
+using i64 = std::int64_t;
+
+// Calls f.template operator()<T>() for the problem's dtype.
+template <class F>
+void dispatch_dtype(klab::DType t, F&& f) {
+  if (t == klab::DType::f32) return f.template operator()<float>();
+  KLAB_REQUIRE(t == klab::DType::bf16, "layernorm: f32 or bf16");
+  f.template operator()<__nv_bfloat16>();
+}
+
+// ============================================================================================
+// v1_warp_welford
+// ============================================================================================
+
+// A running (count, mean, M2): M2 is the sum of squared deviations from the running mean.
+struct Welford {
+  float n, mean, m2;
+};
+
+// Welford's update with one more element x.
+__device__ __forceinline__ void welford_add(Welford& w, float x) {
+  w.n += 1.f;
+  const float d = x - w.mean;
+  w.mean += d / w.n;
+  w.m2 += d * (x - w.mean);
+}
+
+// Chan's merge of two partial triples: the counts add, the mean moves by the difference of
+// the means weighted by the other's share, and M2 gains the between-parts term.
+__device__ __forceinline__ Welford welford_merge(Welford a, Welford b) {
+  const float n = a.n + b.n;
+  if (n == 0.f) return a;
+  const float d = b.mean - a.mean, fb = b.n / n;
+  return {n, a.mean + d * fb, a.m2 + b.m2 + d * d * a.n * fb};
+}
+
+// Every lane returns the warp's merged triple: a butterfly of five shuffle rounds.
+__device__ __forceinline__ Welford warp_welford(Welford w) {
+#pragma unroll
+  for (int o = 16; o > 0; o >>= 1) {
+    const Welford other{__shfl_xor_sync(klab::kFullMask, w.n, o), __shfl_xor_sync(klab::kFullMask, w.mean, o),
+                        __shfl_xor_sync(klab::kFullMask, w.m2, o)};
+    w = welford_merge(w, other);
+  }
+  return w;
+}
+
+constexpr int kV1Warps = 8;   // rows a 256-thread block
+
+// Grid: ceil(rows / 8) blocks of 8 warps; warp w of block b takes row 8 b + w.
+template <class T>
+__global__ void __launch_bounds__(kV1Warps * 32)
+layernorm_v1_warp_welford(const T* __restrict__ g_x, const T* __restrict__ g_gamma, const T* __restrict__ g_beta,
+                          T* __restrict__ g_y, float* __restrict__ g_mean, float* __restrict__ g_rstd, i64 rows,
+                          int cols) {
+  const i64 row = static_cast<i64>(blockIdx.x) * kV1Warps + (threadIdx.x >> 5);
+  const int lane = static_cast<int>(threadIdx.x) & 31;
+  if (row >= rows) return;                          // a whole warp leaves together
+  const T* x = g_x + row * cols;
+  Welford w{0.f, 0.f, 0.f};
+  for (int j = lane; j < cols; j += 32) welford_add(w, klab::to_f32(x[j]));
+  w = warp_welford(w);
+  const float mean = w.mean;
+  const float rstd = rsqrtf(w.m2 / static_cast<float>(cols) + kEps);
+  if (lane == 0) {
+    g_mean[row] = mean;
+    g_rstd[row] = rstd;
+  }
+  T* y = g_y + row * cols;
+  for (int j = lane; j < cols; j += 32)
+    y[j] = klab::from_f32<T>((klab::to_f32(x[j]) - mean) * rstd * klab::to_f32(g_gamma[j]) + klab::to_f32(g_beta[j]));
+}
+
+void run_v1_warp_welford(const klab::Launch& l) {
+  const LnArgs a = ln_args(l);
+  if (a.rows == 0) return;
+  dispatch_dtype(l.problem.dtype, [&]<class T>() {
+    const auto blocks = static_cast<unsigned>(klab::ceil_div<i64>(a.rows, kV1Warps));
+    layernorm_v1_warp_welford<T><<<blocks, kV1Warps * 32, 0, l.stream>>>(
+        static_cast<const T*>(a.x), static_cast<const T*>(a.gamma), static_cast<const T*>(a.beta), static_cast<T*>(a.y),
+        a.mean, a.rstd, a.rows, static_cast<int>(a.cols));
+  });
+  KLAB_CHECK_LAUNCH();
+}
+
+std::string supports_v1(const klab::Problem& p) {
+  if (klab::ceil_div<i64>(p.shape[0], kV1Warps) > 0x7fffffff) return "too many rows for one grid";
+  return "";
+}
+
+// ============================================================================================
+// v2_block_registers
+// ============================================================================================
+
+// One block a row; thread t holds the row's vectors t, t + blockDim, ... (NV of them, VEC
+// elements each) as fp32 in r_x. FULL: every vector lies inside the row (cols is a multiple
+// of blockDim * VEC * NV); otherwise the vectors past cols are skipped and count as 0.
+template <class T, int VEC, int NV>
+__global__ void __launch_bounds__(1024)
+layernorm_v2_block_registers(const T* __restrict__ g_x, const T* __restrict__ g_gamma, const T* __restrict__ g_beta,
+                             T* __restrict__ g_y, float* __restrict__ g_mean, float* __restrict__ g_rstd, int cols) {
+  static_assert(NV * VEC <= 32, "at most 32 elements a thread (32 registers of data)");
+  using V = klab::Vec<T, VEC>;
+  __shared__ float s_part[32];                      // block_sum's scratch
+  const i64 row = blockIdx.x;
+  const T* x = g_x + row * cols;
+  const auto col = [&](int k) { return (static_cast<int>(threadIdx.x) + k * static_cast<int>(blockDim.x)) * VEC; };
+  float r_x[NV][VEC];                               // (NV, VEC) per thread
+  float s = 0.f;
+#pragma unroll
+  for (int k = 0; k < NV; ++k) {
+    V v{};
+    if (col(k) < cols) v = *reinterpret_cast<const V*>(x + col(k));   // cols is a multiple of VEC
+#pragma unroll
+    for (int i = 0; i < VEC; ++i) {
+      r_x[k][i] = col(k) < cols ? klab::to_f32(v.v[i]) : 0.f;
+      s += r_x[k][i];
+    }
+  }
+  const float mean = klab::block_sum(s, s_part) / static_cast<float>(cols);
+  float q = 0.f;
+#pragma unroll
+  for (int k = 0; k < NV; ++k)
+#pragma unroll
+    for (int i = 0; i < VEC; ++i) {
+      const float d = col(k) < cols ? r_x[k][i] - mean : 0.f;
+      q += d * d;
+    }
+  __syncthreads();                                  // every warp has read s_part (block_sum's rule)
+  const float rstd = rsqrtf(klab::block_sum(q, s_part) / static_cast<float>(cols) + kEps);
+  if (threadIdx.x == 0) {
+    g_mean[row] = mean;
+    g_rstd[row] = rstd;
+  }
+  T* y = g_y + row * cols;
+#pragma unroll
+  for (int k = 0; k < NV; ++k) {
+    if (col(k) >= cols) continue;
+    const V g = *reinterpret_cast<const V*>(g_gamma + col(k));
+    const V b = *reinterpret_cast<const V*>(g_beta + col(k));
+    V out;
+#pragma unroll
+    for (int i = 0; i < VEC; ++i)
+      out.v[i] = klab::from_f32<T>((r_x[k][i] - mean) * rstd * klab::to_f32(g.v[i]) + klab::to_f32(b.v[i]));
+    *reinterpret_cast<V*>(y + col(k)) = out;
+  }
+}
+
+// Threads and vectors a thread for a row of `cols`: the fewest vectors a thread (NV in 1, 2,
+// 4, ... while NV * VEC <= 32) that keep the block at or under 1024 threads.
+struct V2Plan {
+  int threads = 0, nv = 0;
+};
+V2Plan plan_v2(i64 cols, int vec) {
+  for (int nv = 1; nv * vec <= 32; nv *= 2) {
+    const i64 threads = klab::ceil_div<i64>(klab::ceil_div<i64>(cols, static_cast<i64>(vec) * nv), 32) * 32;
+    if (threads <= 1024) return {static_cast<int>(threads), nv};
+  }
+  return {};
+}
+
+template <class T, int VEC>
+void launch_v2(const LnArgs& a, cudaStream_t stream) {
+  const V2Plan pl = plan_v2(a.cols, VEC);
+  KLAB_REQUIRE(pl.nv > 0, "v2_block_registers: row too long (supports() should have said so)");
+  const auto go = [&]<int NV>() {
+    layernorm_v2_block_registers<T, VEC, NV><<<static_cast<unsigned>(a.rows), pl.threads, 0, stream>>>(
+        static_cast<const T*>(a.x), static_cast<const T*>(a.gamma), static_cast<const T*>(a.beta), static_cast<T*>(a.y),
+        a.mean, a.rstd, static_cast<int>(a.cols));
+  };
+  switch (pl.nv) {
+    case 1: go.template operator()<1>(); break;
+    case 2: go.template operator()<2>(); break;
+    case 4: go.template operator()<4>(); break;
+    case 8:
+      if constexpr (VEC * 8 <= 32) go.template operator()<8>();
+      break;
+    case 16:
+      if constexpr (VEC * 16 <= 32) go.template operator()<16>();
+      break;
+    default:
+      if constexpr (VEC == 1) go.template operator()<32>();
+  }
+}
+
+void run_v2_block_registers(const klab::Launch& l) {
+  const LnArgs a = ln_args(l);
+  if (a.rows == 0) return;
+  dispatch_dtype(l.problem.dtype, [&]<class T>() {
+    constexpr int VEC = klab::kVec16<T>;
+    const bool vec_ok = a.cols % VEC == 0 && klab::aligned16(a.x) && klab::aligned16(a.y) && klab::aligned16(a.gamma) &&
+                        klab::aligned16(a.beta);
+    if (vec_ok) launch_v2<T, VEC>(a, l.stream);
+    else launch_v2<T, 1>(a, l.stream);
+  });
+  KLAB_CHECK_LAUNCH();
+}
+
+std::string supports_v2(const klab::Problem& p) {
+  if (p.shape[1] > 1024 * 32) return "rows longer than 32,768 elements do not fit in one block's registers";
+  if (p.shape[0] > 0x7fffffff) return "too many rows for one grid";
+  return "";
+}
+
+// ============================================================================================
+// Registration
+// ============================================================================================
+
+KLAB_REGISTER(klab::register_impl({.op = "layernorm", .name = "v1_warp_welford",
+                                   .summary = "a warp a row: Welford's running (count, mean, M2), merged by "
+                                              "shuffles, then a second read to write y",
+                                   .kind = klab::ImplKind::cuda,
+                                   .supports = supports_v1,
+                                   .run = run_v1_warp_welford}));
+KLAB_REGISTER(klab::register_impl({.op = "layernorm", .name = "v2_block_registers",
+                                   .summary = "a block a row, held in registers (16-byte loads): mean, then "
+                                              "the variance from the same registers, one read and one write",
+                                   .kind = klab::ImplKind::cuda,
+                                   .supports = supports_v2,
+                                   .run = run_v2_block_registers}));
+
+}  // namespace
+}  // namespace lesson08
