@@ -5,10 +5,11 @@
 //
 // mean and var are the row's (biased: var = sum (x - mean)^2 / cols, as PyTorch's
 // layer_norm), rstd = 1 / sqrt(var + 1e-5). gamma and beta have the dtype of x. The kernels
-// live beside this file (layernorm.cu).
+// live beside this file (layernorm.cu); the learner's is exercise.cu.
 //
 //   klab test 08
 //   klab bench 08
+//   klab check 08                        grade the exercise (Welford's row statistics, f32)
 //
 // Inputs: each row is x = o + u, o a row offset drawn from [-2, 2) and u from [-1, 1), so
 // that a row's mean is not 0 and a formula that subtracts two large sums (E[x^2] - E[x]^2)
@@ -147,7 +148,10 @@ klab::Op make_layernorm_op() {
 
 KLAB_REGISTER(klab::register_lesson({.id = "08",
                                      .slug = "layernorm",
-                                     .title = "LayerNorm: a row's mean and variance in one pass, and the backward"}));
+                                     .title = "LayerNorm: a row's mean and variance in one pass, and the backward",
+                                     .exercise_op = "layernorm",
+                                     .exercise_reference = "v1_warp_welford",
+                                     .exercise_hint = "lessons/08-layernorm/exercise.cu"}));
 KLAB_REGISTER(klab::register_op(make_layernorm_op()));
 
 }  // namespace lesson08
