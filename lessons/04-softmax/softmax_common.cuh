@@ -42,16 +42,8 @@ __host__ __device__ __forceinline__ std::int64_t row_limit(std::int64_t row, std
 template <class T, int N>
 using Vec = klab::Vec<T, N>;
 
-// dispatch_float without fp16: the lesson's ops come in fp32 and bf16 only, and leaving
-// fp16 out halves the kernels compiled.
-template <class F>
-void dispatch_f32_bf16(klab::DType t, F&& f) {
-  switch (t) {
-    case klab::DType::f32: f.template operator()<float>(); break;
-    case klab::DType::bf16: f.template operator()<__nv_bfloat16>(); break;
-    default: KLAB_REQUIRE(false, "lesson 04: fp32 and bf16 only");
-  }
-}
+// The lesson's ops come in fp32 and bf16 only (klab/kernels.cuh).
+using klab::dispatch_f32_bf16;
 
 // --- launch arguments shared by the softmax_rows launchers -----------------------------------
 

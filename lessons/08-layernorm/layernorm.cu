@@ -41,14 +41,6 @@ namespace {
 
 using i64 = std::int64_t;
 
-// Calls f.template operator()<T>() for the problem's dtype.
-template <class F>
-void dispatch_dtype(klab::DType t, F&& f) {
-  if (t == klab::DType::f32) return f.template operator()<float>();
-  KLAB_REQUIRE(t == klab::DType::bf16, "layernorm: f32 or bf16");
-  f.template operator()<__nv_bfloat16>();
-}
-
 // ============================================================================================
 // v1_warp_welford
 // ============================================================================================
@@ -115,7 +107,7 @@ layernorm_v1_warp_welford(const T* __restrict__ g_x, const T* __restrict__ g_gam
 void run_v1_warp_welford(const klab::Launch& l) {
   const LnArgs a = ln_args(l);
   if (a.rows == 0) return;
-  dispatch_dtype(l.problem.dtype, [&]<class T>() {
+  klab::dispatch_f32_bf16(l.problem.dtype, [&]<class T>() {
     const auto blocks = static_cast<unsigned>(klab::ceil_div<i64>(a.rows, kV1Warps));
     layernorm_v1_warp_welford<T><<<blocks, kV1Warps * 32, 0, l.stream>>>(
         static_cast<const T*>(a.x), static_cast<const T*>(a.gamma), static_cast<const T*>(a.beta), static_cast<T*>(a.y),
@@ -227,7 +219,7 @@ void launch_v2(const LnArgs& a, cudaStream_t stream) {
 void run_v2_block_registers(const klab::Launch& l) {
   const LnArgs a = ln_args(l);
   if (a.rows == 0) return;
-  dispatch_dtype(l.problem.dtype, [&]<class T>() {
+  klab::dispatch_f32_bf16(l.problem.dtype, [&]<class T>() {
     constexpr int VEC = klab::kVec16<T>;
     const bool vec_ok = a.cols % VEC == 0 && klab::aligned16(a.x) && klab::aligned16(a.y) && klab::aligned16(a.gamma) &&
                         klab::aligned16(a.beta);

@@ -42,6 +42,17 @@ void dispatch_float(DType t, F&& f) {
   }
 }
 
+// dispatch_float without fp16, for ops that come in fp32 and bf16 only (lessons 04 and 08):
+// leaving fp16 out halves the kernels compiled.
+template <class F>
+void dispatch_f32_bf16(DType t, F&& f) {
+  switch (t) {
+    case DType::f32: f.template operator()<float>(); break;
+    case DType::bf16: f.template operator()<__nv_bfloat16>(); break;
+    default: KLAB_REQUIRE(false, "dispatch_f32_bf16: fp32 and bf16 only");
+  }
+}
+
 // Blocks for a 1D launch over n items with `per_block` items each, capped so that the
 // grid's x-dimension stays legal; kernels that cover more than that use a grid-stride loop.
 inline unsigned int blocks_for(std::int64_t n, std::int64_t per_block,
