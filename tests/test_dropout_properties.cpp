@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "klab/device/philox.cuh"
+#include "klab/harness.hpp"
 #include "klab/op.hpp"
 #include "klab/rng.hpp"
 
@@ -21,13 +22,6 @@ namespace {
 constexpr std::int64_t kRows = 64, kCols = 1000;   // 64,000 elements: the binomial bound applies
 
 const Op* dropout_op() { return registry().find_op("dropout"); }
-
-Inputs inputs_of(const Op& op, const Problem& p, std::uint64_t seed) {
-  Inputs in;
-  for (const auto& s : op.inputs(p)) in.tensors.emplace_back(s.dtype, s.shape);
-  op.generate(p, seed, in);
-  return in;
-}
 
 // y from the lesson's stream under another (seed, offset) than the inputs name: a valid
 // output that the element-by-element compare would reject. `threshold_p`: the drop
@@ -58,7 +52,7 @@ TEST(DropoutProperties, AnotherStreamPassesAndEachWrongOutputFails) {
   for (const DType t : {DType::f32, DType::bf16})
     for (const std::string v : {"p0.1", "p0.5", "p0.9"}) {
       const Problem p{{kRows, kCols}, t, v};
-      const Inputs in = inputs_of(*op, p, 7);
+      const Inputs in = make_inputs(*op, p, 7);
       const HostTensor good = other_draw(p, in, std::stod(v.substr(1)));
       EXPECT_EQ(judge(*op, p, in, good), "") << v;
 
@@ -85,7 +79,7 @@ TEST(DropoutProperties, TheEndsAreExact) {
   const Op* op = dropout_op();
   if (!op) GTEST_SKIP() << "lesson 07 is not in this build";
   const Problem p0{{kRows, kCols}, DType::f32, "p0"}, p1{{kRows, kCols}, DType::f32, "p1"};
-  const Inputs in0 = inputs_of(*op, p0, 3), in1 = inputs_of(*op, p1, 3);
+  const Inputs in0 = make_inputs(*op, p0, 3), in1 = make_inputs(*op, p1, 3);
   HostTensor all = other_draw(p0, in0, 0.0);
   EXPECT_EQ(judge(*op, p0, in0, all), "");
   for (std::int64_t i = 0; i < all.numel(); ++i)

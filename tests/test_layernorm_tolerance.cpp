@@ -1,6 +1,6 @@
 // CPU tests of lesson 08's layernorm tolerances (layernorm_ops.cu derives them): an fp32
-// computation the way the kernels do it (tree sums, two passes, rsqrt) passes the compare
-// against the fp64 reference, and each kind of wrong output fails it: the variance divided
+// computation the way the kernels do it (tree sums, two passes, rsqrt) passes the harness's
+// judge (klab::judge: the compare against the fp64 reference with the op's tolerances), and each kind of wrong output fails it: the variance divided
 // by cols - 1, a row's statistics written to its neighbour, y shifted by one element, an
 // output left unwritten (the harness's NaN poison).
 #include <gtest/gtest.h>
@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "klab/compare.hpp"
+#include "klab/harness.hpp"
 #include "klab/op.hpp"
 #include "klab/rng.hpp"
 
@@ -20,13 +21,6 @@ using namespace klab;
 namespace {
 
 const Op* layernorm_op() { return registry().find_op("layernorm"); }
-
-Inputs inputs_of(const Op& op, const Problem& p, std::uint64_t seed) {
-  Inputs in;
-  for (const auto& s : op.inputs(p)) in.tensors.emplace_back(s.dtype, s.shape);
-  op.generate(p, seed, in);
-  return in;
-}
 
 // A tree (pairwise) sum in fp32, as the kernels' shuffle and block reductions add.
 float tree_sum(const std::vector<float>& v, std::size_t b, std::size_t e) {
@@ -62,12 +56,12 @@ std::vector<HostTensor> fp32_outputs(const Op& op, const Problem& p, const Input
   return out;
 }
 
-// "" when every output passes the compare, else the first failing output's name.
-std::string check(const Op& op, const Problem& p, const Reference& ref, const std::vector<HostTensor>& out) {
-  const auto specs = op.outputs(p);
-  for (std::size_t k = 0; k < out.size(); ++k)
-    if (!compare(out[k], ref[k], op.tolerance(p, static_cast<int>(k))).ok) return specs[k].name;
-  return "";
+// "" when the harness's judge passes the outputs, else its message ("output y: ...").
+std::string check(const Op& op, const Problem& p, const Inputs& in, const Reference& ref,
+                  const std::vector<HostTensor>& out) {
+  VerifyRecord rec;
+  judge(op, p, in, ref, out, rec);
+  return rec.status == Status::pass ? std::string() : rec.message;
 }
 
 }  // namespace
@@ -81,13 +75,13 @@ TEST(LayernormTolerance, Fp32ComputationPassesAndEachWrongOutputFails) {
       const Problem p{shape, t, ""};
       SCOPED_TRACE(p.label());
       for (std::uint64_t seed : {1u, 2u, 3u}) {
-        const Inputs in = inputs_of(*op, p, seed);
+        const Inputs in = make_inputs(*op, p, seed);
         const Reference ref = op->reference(p, in);
         const auto good = fp32_outputs(*op, p, in);
-        EXPECT_EQ(check(*op, p, ref, good), "") << "seed " << seed;
+        EXPECT_EQ(check(*op, p, in, ref, good), "") << "seed " << seed;
 
         // The unbiased variance: rstd off by about 1 / (2 cols).
-        if (shape[1] <= 768) EXPECT_NE(check(*op, p, ref, fp32_outputs(*op, p, in, 1)), "") << "cols - 1";
+        if (shape[1] <= 768) EXPECT_NE(check(*op, p, in, ref, fp32_outputs(*op, p, in, 1)), "") << "cols - 1";
 
         // Row 0's statistics written to row 1 (and row 1's to row 0).
         auto swapped = good;
@@ -96,18 +90,18 @@ TEST(LayernormTolerance, Fp32ComputationPassesAndEachWrongOutputFails) {
           swapped[static_cast<std::size_t>(k)].set(0, b);
           swapped[static_cast<std::size_t>(k)].set(1, a);
         }
-        EXPECT_NE(check(*op, p, ref, swapped), "") << "rows swapped";
+        EXPECT_NE(check(*op, p, in, ref, swapped), "") << "rows swapped";
 
         // y shifted by one element within row 0.
         auto shifted = good;
         for (std::int64_t j = shape[1] - 1; j > 0; --j) shifted[0].set(j, good[0].get(j - 1));
-        EXPECT_EQ(check(*op, p, ref, shifted), "y") << "y shifted";
+        EXPECT_EQ(check(*op, p, in, ref, shifted).rfind("output y", 0), 0u) << "y shifted";
 
         // An output left unwritten: NaN, as the harness poisons it.
         for (std::size_t k = 0; k < 3; ++k) {
           auto unwritten = good;
           unwritten[k].set(unwritten[k].numel() - 1, std::numeric_limits<double>::quiet_NaN());
-          EXPECT_NE(check(*op, p, ref, unwritten), "") << "output " << k << " unwritten";
+          EXPECT_NE(check(*op, p, in, ref, unwritten), "") << "output " << k << " unwritten";
         }
       }
     }
