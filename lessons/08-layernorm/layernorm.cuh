@@ -1,10 +1,15 @@
 // lessons/08-layernorm/layernorm.cuh — what the layernorm kernels and the op share: the
-// launch arguments and the epsilon.
+// launch arguments (forward and backward) and the epsilon.
 #pragma once
 
+#include <cuda_runtime.h>
+
+#include <cstddef>
 #include <cstdint>
+#include <string>
 
 #include "klab/op.hpp"
+#include "klab/tensor.hpp"
 
 namespace lesson08 {
 
@@ -27,5 +32,39 @@ inline LnArgs ln_args(const klab::Launch& l) {
   return {l.in[0].data,  l.in[1].data,  l.in[2].data,       l.out[0].data, l.out[1].as<float>(),
           l.out[2].as<float>(), l.problem.shape[0], l.problem.shape[1]};
 }
+
+// dx, dgamma, dbeta from dy and the forward's saved mean and rstd (layernorm_backward_ops.cu
+// has the formulas). dx has the dtype of x; dgamma and dbeta are fp32.
+struct LnBwdArgs {
+  const void* x;
+  const void* gamma;
+  const void* dy;
+  const float* mean;
+  const float* rstd;
+  void* dx;
+  float* dgamma;
+  float* dbeta;
+  std::int64_t rows, cols;
+};
+
+inline LnBwdArgs ln_bwd_args(const klab::Launch& l) {
+  return {l.in[0].data,         l.in[1].data,         l.in[2].data,         l.in[3].as<const float>(),
+          l.in[4].as<const float>(), l.out[0].data, l.out[1].as<float>(), l.out[2].as<float>(),
+          l.problem.shape[0],   l.problem.shape[1]};
+}
+
+// From layernorm_ops.cu, for both ops: x as the lesson draws it (a row offset, and the
+// row's first two elements at offset +- 0.9: layernorm_ops.cu says why), and the shapes
+// both accept.
+void fill_layernorm_x(const klab::Problem& p, std::uint64_t seed, klab::HostTensor& x);
+std::string validate_layernorm_shape(const klab::Problem& p);
+
+// From layernorm_backward.cu, for the versions beside it (layernorm_backward_ring.cu):
+// dgamma[c] and dbeta[c] as the sums of `parts` partial rows (part: dgamma's, then dbeta's,
+// each parts x cols); the blocks a persistent fused kernel launches (each takes its share of
+// the rows, at most 4 an SM, never more than rows / groups); the workspace for their partials.
+void ln_bwd_column_sums(const float* part, int parts, const LnBwdArgs& a, cudaStream_t stream);
+int ln_bwd_fused_blocks(const void* kernel, int threads, std::size_t smem, int groups, std::int64_t rows);
+std::size_t ln_bwd_partials_workspace(const klab::Problem& p);
 
 }  // namespace lesson08

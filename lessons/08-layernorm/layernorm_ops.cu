@@ -38,29 +38,48 @@
 #include "layernorm.cuh"
 
 namespace lesson08 {
-namespace {
-
 using i64 = std::int64_t;
 
-void generate(const klab::Problem& p, std::uint64_t seed, klab::Inputs& in) {
+// x for both ops: uniform in [-1, 1) plus a row offset o from [-2, 2), the row's first two
+// elements set to o +- 0.9 (layernorm.cuh declares it).
+void fill_layernorm_x(const klab::Problem& p, std::uint64_t seed, klab::HostTensor& x) {
   const i64 rows = p.shape[0], cols = p.shape[1];
-  klab::HostTensor& x = in.tensors.at(0);
   klab::fill_uniform(x, klab::derive_seed(seed, 0), -1.0, 1.0);
-  klab::parallel_for(rows, [&](i64 r0, i64 r1) {
-    for (i64 r = r0; r < r1; ++r) {
-      const double o = 4.0 * klab::uniform01(klab::derive_seed(seed, 3), static_cast<std::uint64_t>(r)) - 2.0;
-      for (i64 j = 0; j < cols; ++j) x.set(r * cols + j, x.get(r * cols + j) + o);
-      // A spread the tolerances can count on: with the row's first two elements at o +- 0.9,
-      // var >= 1.62 / cols, so rstd < 2.2 up to 7 columns; wider rows of uniform elements
-      // have var near 1/3 (rstd near 1.7). Three uniform elements alone came within 0.004 of
-      // each other in 1 row of 1000 x 3 at one seed (rstd ~ 250), and y's fp32 error, the
-      // mean's rounding times rstd, passed the tolerance (2 of 3000 elements).
-      if (cols >= 2) {
-        x.set(r * cols, o + 0.9);
-        x.set(r * cols + 1, o - 0.9);
-      }
-    }
-  });
+  klab::parallel_for(
+      rows,
+      [&](i64 r0, i64 r1) {
+        for (i64 r = r0; r < r1; ++r) {
+          const double o = 4.0 * klab::uniform01(klab::derive_seed(seed, 3), static_cast<std::uint64_t>(r)) - 2.0;
+          for (i64 j = 0; j < cols; ++j) x.set(r * cols + j, x.get(r * cols + j) + o);
+          // A spread the tolerances can count on: with the row's first two elements at o +- 0.9,
+          // var >= 1.62 / cols, so rstd < 2.2 up to 7 columns; wider rows of uniform elements
+          // have var near 1/3 (rstd near 1.7). Three uniform elements alone came within 0.004 of
+          // each other in 1 row of 1000 x 3 at one seed (rstd ~ 250), and y's fp32 error, the
+          // mean's rounding times rstd, passed the tolerance (2 of 3000 elements).
+          if (cols >= 2) {
+            x.set(r * cols, o + 0.9);
+            x.set(r * cols + 1, o - 0.9);
+          }
+        }
+      },
+      cols);
+}
+
+std::string validate_layernorm_shape(const klab::Problem& p) {
+  if (p.shape[0] < 0) return "rows must be >= 0";
+  if (p.shape[1] < 1) return "cols must be >= 1 (a row's mean needs an element)";
+  if (p.shape[1] > std::numeric_limits<std::int32_t>::max()) return "cols must fit in int32";
+  // The check past 2^31 runs once, in f32: the index arithmetic is the same template code
+  // for both dtypes, and each such check moves ~40 GB through host memory.
+  if (p.shape[0] * p.shape[1] > std::numeric_limits<std::int32_t>::max() && p.dtype != klab::DType::f32)
+    return "past 2^31 elements: f32 only";
+  return "";
+}
+
+namespace {
+
+void generate(const klab::Problem& p, std::uint64_t seed, klab::Inputs& in) {
+  fill_layernorm_x(p, seed, in.tensors.at(0));
   klab::fill_uniform(in.tensors.at(1), klab::derive_seed(seed, 1), 0.5, 1.5);
   klab::fill_uniform(in.tensors.at(2), klab::derive_seed(seed, 2), -0.5, 0.5);
 }
@@ -131,16 +150,7 @@ klab::Op make_layernorm_op() {
   op.generate = generate;
   op.reference = reference;
   op.tolerance = tolerance;
-  op.validate = [](const klab::Problem& p) {
-    if (p.shape[0] < 0) return std::string("rows must be >= 0");
-    if (p.shape[1] < 1) return std::string("cols must be >= 1 (a row's mean needs an element)");
-    if (p.shape[1] > std::numeric_limits<std::int32_t>::max()) return std::string("cols must fit in int32");
-    // The check past 2^31 runs once, in f32: the index arithmetic is the same template code
-    // for both dtypes, and each such check moves ~40 GB through host memory.
-    if (p.shape[0] * p.shape[1] > std::numeric_limits<std::int32_t>::max() && p.dtype != klab::DType::f32)
-      return std::string("past 2^31 elements: f32 only");
-    return std::string();
-  };
+  op.validate = validate_layernorm_shape;
   return op;
 }
 

@@ -1,0 +1,525 @@
+// lessons/08-layernorm/layernorm_backward.cu — the layernorm backward: dx a row at a time,
+// dgamma and dbeta as sums over the rows, column by column.
+//
+// Impls registered here (op layernorm_backward):
+//   v1_dx_then_column_sums  two passes over the data. One warp a row writes dx: the row's
+//                           sums of g = dy * gamma and g * xhat, then dx from a second read
+//                           of the row. Then blocks of 32 columns by a stripe of rows sum
+//                           dy * xhat and dy into one partial a stripe, and
+//                           layernorm_bwd_column_sums adds the partials. x and dy are read
+//                           twice: 5 tensors' traffic for a minimum of 3.
+//   v2_fused_partials       one pass: a block takes a group of rows at a time, each row held
+//                           in registers (16-byte loads) for its two sums and dx; each thread
+//                           adds its columns' dy * xhat and dy into shared memory as the rows
+//                           go by, and the block writes one partial a column at the end, which
+//                           layernorm_bwd_column_sums adds up. Deterministic. Rows up to 16,384.
+//   v3_fused_atomics        v2 whose blocks add their sums straight into dgamma and dbeta with
+//                           atomicAdd: no partials, no second kernel. Float addition is not
+//                           associative and the blocks finish in a different order every run,
+//                           so the last bits of dgamma and dbeta change from run to run (dx
+//                           does not): fine for training, wrong where a run must repeat.
+//
+// The shapes a training step gives: rows = tokens (B * T), cols = channels (768 for GPT-2
+// small). dgamma and dbeta sum over every token, so there are few columns to share out and
+// many rows to add: the sums are split over the rows (one partial a block) and added again.
+//
+//   klab test 08 --op layernorm_backward
+//   klab bench 08 --op layernorm_backward
+#include <cuda_bf16.h>
+#include <cuda_runtime.h>
+
+#include <algorithm>
+#include <cstdint>
+#include <string>
+
+#include "klab/device/mbarrier.cuh"
+#include "klab/device/vec.cuh"
+#include "klab/device/warp.cuh"
+#include "klab/error.hpp"
+#include "klab/kernels.cuh"
+#include "klab/op.hpp"
+#include "layernorm.cuh"
+
+// The op (formulas, inputs, reference, tolerances): layernorm_backward_ops.cu.
+
+namespace lesson08 {
+namespace {
+
+using i64 = std::int64_t;
+
+// ============================================================================================
+// The second reduction (v1 and v2)
+// ============================================================================================
+
+// The end of both column kernels below: a 32 x 32 block's (dg, db) per thread, added over
+// ty for each column tx in a fixed order, written to dg_out[c] and db_out[c] (by warps 0
+// and 1). Every thread of the block calls it.
+__device__ __forceinline__ void add_over_ty(float dg, float db, float* __restrict__ dg_out, float* __restrict__ db_out,
+                                            int c, int cols) {
+  __shared__ float s_dg[32][33], s_db[32][33];      // (ty, tx), padded: no bank conflicts
+  const int tx = threadIdx.x, ty = threadIdx.y;
+  s_dg[ty][tx] = dg;
+  s_db[ty][tx] = db;
+  __syncthreads();
+  if (ty < 2 && c < cols) {
+    float (*s)[33] = ty == 0 ? s_dg : s_db;
+    float sum = 0.f;
+#pragma unroll 8
+    for (int k = 0; k < 32; ++k) sum += s[k][tx];
+    (ty == 0 ? dg_out : db_out)[c] = sum;
+  }
+}
+
+// dgamma[c] = sum over p of part_dg[p][c] (dbeta likewise) for `parts` partial rows.
+// Grid: ceil(cols / 32) blocks of 32 x 32 threads; thread (tx, ty) adds the partials ty,
+// ty + 32, ... of column 32 bx + tx, and warp 0 and 1 add the 32 results in a fixed order:
+// the same bits every run.
+__global__ void __launch_bounds__(1024)
+layernorm_bwd_column_sums(const float* __restrict__ part_dg, const float* __restrict__ part_db,
+                          float* __restrict__ g_dgamma, float* __restrict__ g_dbeta, int parts, int cols) {
+  const int tx = threadIdx.x, ty = threadIdx.y, c = blockIdx.x * 32 + tx;
+  float dg = 0.f, db = 0.f;
+  if (c < cols)
+    for (int p = ty; p < parts; p += 32) {
+      dg += part_dg[static_cast<i64>(p) * cols + c];
+      db += part_db[static_cast<i64>(p) * cols + c];
+    }
+  add_over_ty(dg, db, g_dgamma, g_dbeta, c, cols);
+}
+
+void launch_column_sums(const float* part, int parts, const LnBwdArgs& a, cudaStream_t stream) {
+  const int cols = static_cast<int>(a.cols);
+  layernorm_bwd_column_sums<<<static_cast<unsigned>(klab::ceil_div(cols, 32)), dim3(32, 32), 0, stream>>>(
+      part, part + static_cast<i64>(parts) * cols, a.dgamma, a.dbeta, parts, cols);
+}
+
+// ============================================================================================
+// v1_dx_then_column_sums
+// ============================================================================================
+
+constexpr int kV1Warps = 8;         // rows a 256-thread block, for dx
+constexpr int kV1MaxStripes = 512;  // the most partials the column pass writes
+
+// dx. Grid: ceil(rows / 8) blocks of 8 warps; warp w of block b takes row 8 b + w.
+template <class T>
+__global__ void __launch_bounds__(kV1Warps * 32)
+layernorm_bwd_v1_warp_dx(const T* __restrict__ g_x, const T* __restrict__ g_gamma, const T* __restrict__ g_dy,
+                         const float* __restrict__ g_mean, const float* __restrict__ g_rstd, T* __restrict__ g_dx,
+                         i64 rows, int cols) {
+  const i64 row = static_cast<i64>(blockIdx.x) * kV1Warps + (threadIdx.x >> 5);
+  const int lane = static_cast<int>(threadIdx.x) & 31;
+  if (row >= rows) return;                          // a whole warp leaves together
+  const T* x = g_x + row * cols;
+  const T* dy = g_dy + row * cols;
+  const float mean = g_mean[row], rstd = g_rstd[row];
+  float s1 = 0.f, s2 = 0.f;                         // sums of g and g * xhat
+  for (int j = lane; j < cols; j += 32) {
+    const float xh = (klab::to_f32(x[j]) - mean) * rstd;
+    const float g = klab::to_f32(dy[j]) * klab::to_f32(g_gamma[j]);
+    s1 += g;
+    s2 += g * xh;
+  }
+  const float c1 = klab::warp_sum(s1) / static_cast<float>(cols);
+  const float c2 = klab::warp_sum(s2) / static_cast<float>(cols);
+  T* dx = g_dx + row * cols;
+  for (int j = lane; j < cols; j += 32) {           // the second read: L1 or L2 for most rows
+    const float xh = (klab::to_f32(x[j]) - mean) * rstd;
+    const float g = klab::to_f32(dy[j]) * klab::to_f32(g_gamma[j]);
+    dx[j] = klab::from_f32<T>(rstd * (g - c1 - xh * c2));
+  }
+}
+
+// One partial of dgamma and dbeta a stripe. Grid: (ceil(cols / 32), stripes) blocks of
+// 32 x 32 threads; thread (tx, ty) of block (bx, by) adds column 32 bx + tx over the rows
+// 32 by + ty, then every 32 stripes further; add_over_ty adds the 32 ty.
+template <class T>
+__global__ void __launch_bounds__(1024)
+layernorm_bwd_v1_column_partials(const T* __restrict__ g_x, const T* __restrict__ g_dy,
+                                 const float* __restrict__ g_mean, const float* __restrict__ g_rstd,
+                                 float* __restrict__ part_dg, float* __restrict__ part_db, i64 rows, int cols) {
+  const int tx = threadIdx.x, ty = threadIdx.y, c = blockIdx.x * 32 + tx;
+  float dg = 0.f, db = 0.f;
+  if (c < cols)
+    for (i64 r = static_cast<i64>(blockIdx.y) * 32 + ty; r < rows; r += static_cast<i64>(gridDim.y) * 32) {
+      const float d = klab::to_f32(g_dy[r * cols + c]);
+      dg += d * (klab::to_f32(g_x[r * cols + c]) - g_mean[r]) * g_rstd[r];
+      db += d;
+    }
+  add_over_ty(dg, db, part_dg + static_cast<i64>(blockIdx.y) * cols, part_db + static_cast<i64>(blockIdx.y) * cols, c,
+              cols);
+}
+
+// Stripes of rows for the column pass: about 512 blocks in all (a few per SM), at least 32
+// rows a stripe.
+int v1_stripes(i64 rows, i64 cols) {
+  const i64 by_cols = std::max<i64>(1, kV1MaxStripes / klab::ceil_div<i64>(cols, 32));
+  return static_cast<int>(std::min(klab::ceil_div<i64>(rows, 32), by_cols));
+}
+
+void run_v1_dx_then_column_sums(const klab::Launch& l) {
+  const LnBwdArgs a = ln_bwd_args(l);
+  const int cols = static_cast<int>(a.cols);
+  const int stripes = v1_stripes(a.rows, a.cols);
+  auto* part = static_cast<float*>(l.workspace);    // (2, stripes, cols): dgamma's, dbeta's
+  klab::dispatch_f32_bf16(l.problem.dtype, [&]<class T>() {
+    if (a.rows == 0) return;
+    const auto* x = static_cast<const T*>(a.x);
+    const auto* dy = static_cast<const T*>(a.dy);
+    layernorm_bwd_v1_warp_dx<T><<<static_cast<unsigned>(klab::ceil_div<i64>(a.rows, kV1Warps)), kV1Warps * 32, 0,
+                                  l.stream>>>(x, static_cast<const T*>(a.gamma), dy, a.mean, a.rstd,
+                                              static_cast<T*>(a.dx), a.rows, cols);
+    layernorm_bwd_v1_column_partials<T>
+        <<<dim3(static_cast<unsigned>(klab::ceil_div(cols, 32)), static_cast<unsigned>(stripes)), dim3(32, 32), 0,
+           l.stream>>>(x, dy, a.mean, a.rstd, part, part + static_cast<i64>(stripes) * cols, a.rows, cols);
+  });
+  launch_column_sums(part, stripes, a, l.stream);   // no rows: 0 partials, and 0 is written
+  KLAB_CHECK_LAUNCH();
+}
+
+std::size_t workspace_v1(const klab::Problem& p) {
+  return 2 * sizeof(float) * static_cast<std::size_t>(v1_stripes(p.shape[0], p.shape[1]) * p.shape[1]);
+}
+
+std::string supports_v1(const klab::Problem& p) {
+  if (klab::ceil_div<i64>(p.shape[0], kV1Warps) > 0x7fffffff) return "too many rows for one grid";
+  return "";
+}
+
+// ============================================================================================
+// v2_fused_partials and v3_fused_atomics
+// ============================================================================================
+
+// The body both kernels share. A block of `groups` row groups of `tpr` threads (tpr a
+// multiple of 32: a warp serves one row only) works through rows a group at a time: group q
+// of block b takes rows groups * b + q, then every groups * gridDim rows further. Thread t of
+// a group holds the row's vectors t, t + tpr, ... (NV of them, VEC elements each): columns
+// (t + k tpr) VEC + i. Its running dgamma and dbeta for those columns live in shared memory at
+// the same column index, one pair of rows of s_acc a group, so no two threads touch a slot.
+// A group waits only for its own warps (named barrier q + 1), never for the block, and
+// PREFETCH (where the registers allow) loads the group's next row while this one is reduced
+// and written: the loads of one row overlap the barrier and the stores of the last.
+// ATOMIC: the block's sums go into dgamma and dbeta by atomicAdd, else into its partial row.
+template <class T, int VEC, int NV, bool ATOMIC>
+__device__ __forceinline__ void ln_bwd_fused_rows(const T* __restrict__ g_x, const T* __restrict__ g_gamma,
+                                                  const T* __restrict__ g_dy, const float* __restrict__ g_mean,
+                                                  const float* __restrict__ g_rstd, T* __restrict__ g_dx,
+                                                  float* __restrict__ out_dg, float* __restrict__ out_db, i64 rows,
+                                                  int cols, int tpr) {
+  static_assert(NV * VEC <= 16, "at most 16 elements of x and of dy a thread (1024 threads: 64 registers)");
+  // The next row's x and dy: 2 x 16 bytes a thread at most, or no prefetch.
+  constexpr bool PREFETCH = NV * VEC * sizeof(T) <= 16;
+  // The running dgamma and dbeta: in registers up to 8 columns a thread, else (16 columns,
+  // rows past 8192) in the thread's shared-memory slots, read and written every row.
+  constexpr bool ACC_SMEM = NV * VEC > 8;
+  constexpr int AW = VEC < 4 ? VEC : 4, AP = VEC / AW;   // a vector's slots: AP pieces of AW floats
+  using V = klab::Vec<T, VEC>;
+  using A = klab::Vec<float, AW>;
+  extern __shared__ float4 s_raw[];                 // 16-byte aligned dynamic shared memory
+  A* s_acc = reinterpret_cast<A*>(s_raw);           // (groups, 2, tpr * NV * AP) of A
+  __shared__ float2 s_part[2][32];                  // each warp's (sum g, sum g xhat), by row parity
+  const int tid = static_cast<int>(threadIdx.x), warp = tid >> 5, lane = tid & 31;
+  const int groups = static_cast<int>(blockDim.x) / tpr, q = tid / tpr, t = tid % tpr;
+  const int slots = tpr * NV * AP;                  // A's per accumulator row
+  A* acc_dg = s_acc + (2 * q) * slots;
+  A* acc_db = acc_dg + slots;
+  const auto col = [&](int k) { return (t + k * tpr) * VEC; };
+  const auto slot = [&](int k, int p) { return (t + k * tpr) * AP + p; };   // float col(k) + p AW
+  A r_dg[ACC_SMEM ? 1 : NV][AP], r_db[ACC_SMEM ? 1 : NV][AP];   // registers' accumulators
+#pragma unroll
+  for (int k = 0; k < NV; ++k)
+#pragma unroll
+    for (int p = 0; p < AP; ++p) {
+      if constexpr (ACC_SMEM) acc_dg[slot(k, p)] = acc_db[slot(k, p)] = A{};
+      else r_dg[k][p] = r_db[k][p] = A{};
+    }
+
+  // The row's x and dy as loaded (r_), and the next row's (n_) when prefetching. Kept for
+  // the second pass: x as loaded (xhat is computed again from it: no load, and half the
+  // registers in bf16) and g = dy * gamma in fp32 (so that the second pass reads nothing).
+  // A column past cols stays unloaded; `in` masks every use of it. The prefetch reads the
+  // last row again rather than test the row: an unpredicated load is a plain register move
+  // to hand over.
+  V r_x[NV], r_dy[NV], n_x[PREFETCH ? NV : 1], n_dy[PREFETCH ? NV : 1];
+  float r_g[NV][VEC];                               // (NV, VEC) per thread
+  const auto load = [&](V* to_x, V* to_dy, i64 row) {
+    row = row < rows ? row : rows - 1;
+#pragma unroll
+    for (int k = 0; k < NV; ++k)
+      if (col(k) < cols) {                          // cols is a multiple of VEC
+        to_x[k] = *reinterpret_cast<const V*>(g_x + row * cols + col(k));
+        to_dy[k] = *reinterpret_cast<const V*>(g_dy + row * cols + col(k));
+      } else {                                      // else the last row's values would stay
+        to_x[k] = V{};                              // live across the loop: twice the registers
+        to_dy[k] = V{};
+      }
+  };
+  // Every group makes the same number of trips (a group past the last row idles through its
+  // last one): the named barriers of all groups then count alike, which compute-sanitizer's
+  // racecheck needs to follow them (with uneven trip counts it reports the final
+  // __syncthreads as no barrier at all).
+  const i64 stride = static_cast<i64>(gridDim.x) * groups;
+  const i64 first = static_cast<i64>(blockIdx.x) * groups;
+  if constexpr (PREFETCH) load(n_x, n_dy, first + q);
+  for (i64 base = first, parity = 0; base < rows; base += stride, parity ^= 1) {
+    const i64 row = base + q;
+    const bool active = row < rows;
+    if constexpr (PREFETCH) {
+#pragma unroll
+      for (int k = 0; k < NV; ++k) {
+        r_x[k] = n_x[k];
+        r_dy[k] = n_dy[k];
+      }
+      load(n_x, n_dy, row + stride);                // in flight while this row is worked on
+    } else {
+      load(r_x, r_dy, row);
+    }
+    const float mean = active ? g_mean[row] : 0.f, rstd = active ? g_rstd[row] : 0.f;
+    float s1 = 0.f, s2 = 0.f;
+#pragma unroll
+    for (int k = 0; k < NV; ++k) {
+      const bool in = active && col(k) < cols;
+      V gv{};
+      if (in) gv = *reinterpret_cast<const V*>(g_gamma + col(k));
+      A dg[AP], db[AP];
+#pragma unroll
+      for (int p = 0; p < AP; ++p) {
+        dg[p] = ACC_SMEM ? acc_dg[slot(k, p)] : r_dg[ACC_SMEM ? 0 : k][p];
+        db[p] = ACC_SMEM ? acc_db[slot(k, p)] : r_db[ACC_SMEM ? 0 : k][p];
+      }
+#pragma unroll
+      for (int i = 0; i < VEC; ++i) {
+        const float d = in ? klab::to_f32(r_dy[k].v[i]) : 0.f;
+        const float xh = in ? (klab::to_f32(r_x[k].v[i]) - mean) * rstd : 0.f;
+        const float g = in ? d * klab::to_f32(gv.v[i]) : 0.f;   // gv is unloaded when !in
+        r_g[k][i] = g;
+        s1 += g;
+        s2 += g * xh;
+        dg[i / AW].v[i % AW] += d * xh;
+        db[i / AW].v[i % AW] += d;
+      }
+#pragma unroll
+      for (int p = 0; p < AP; ++p) {
+        if constexpr (ACC_SMEM) {
+          acc_dg[slot(k, p)] = dg[p];
+          acc_db[slot(k, p)] = db[p];
+        } else {
+          r_dg[k][p] = dg[p];
+          r_db[k][p] = db[p];
+        }
+      }
+    }
+    // The group's two sums: shuffles in each warp, then the group's warps through s_part.
+    // One barrier a row: a warp writes s_part[parity] again two rows on, past the next
+    // barrier, which every warp of the group reaches only after reading it.
+    s1 = klab::warp_sum(s1);
+    s2 = klab::warp_sum(s2);
+    if (lane == 0) s_part[parity][warp] = make_float2(s1, s2);
+    klab::named_barrier_sync(static_cast<std::uint32_t>(q + 1), static_cast<std::uint32_t>(tpr));
+    float c1 = 0.f, c2 = 0.f;
+    for (int w = q * (tpr >> 5); w < (q + 1) * (tpr >> 5); ++w) {
+      c1 += s_part[parity][w].x;
+      c2 += s_part[parity][w].y;
+    }
+    c1 /= static_cast<float>(cols);
+    c2 /= static_cast<float>(cols);
+#pragma unroll
+    for (int k = 0; k < NV; ++k) {
+      if (!active || col(k) >= cols) continue;
+      V out;
+#pragma unroll
+      for (int i = 0; i < VEC; ++i) {
+        const float xh = (klab::to_f32(r_x[k].v[i]) - mean) * rstd;
+        out.v[i] = klab::from_f32<T>(rstd * (r_g[k][i] - c1 - xh * c2));
+      }
+      *reinterpret_cast<V*>(g_dx + row * cols + col(k)) = out;
+    }
+  }
+  // The block's sums: column c's slot is float c of each accumulator row; add the groups'.
+  if constexpr (!ACC_SMEM)
+#pragma unroll
+    for (int k = 0; k < NV; ++k)
+#pragma unroll
+      for (int p = 0; p < AP; ++p) {
+        acc_dg[slot(k, p)] = r_dg[k][p];
+        acc_db[slot(k, p)] = r_db[k][p];
+      }
+  __syncthreads();
+  const float* f_acc = reinterpret_cast<const float*>(s_acc);
+  const int row_floats = slots * AW;
+  for (int c = tid; c < cols; c += static_cast<int>(blockDim.x)) {
+    float dg = 0.f, db = 0.f;
+    for (int g = 0; g < groups; ++g) {
+      dg += f_acc[(2 * g) * row_floats + c];
+      db += f_acc[(2 * g + 1) * row_floats + c];
+    }
+    if constexpr (ATOMIC) {
+      atomicAdd(out_dg + c, dg);
+      atomicAdd(out_db + c, db);
+    } else {
+      out_dg[static_cast<i64>(blockIdx.x) * cols + c] = dg;
+      out_db[static_cast<i64>(blockIdx.x) * cols + c] = db;
+    }
+  }
+}
+
+// Each writes one partial a block: part_dg[blockIdx.x][:], part_db likewise.
+template <class T, int VEC, int NV>
+__global__ void __launch_bounds__(1024)
+layernorm_bwd_v2_fused_partials(const T* __restrict__ g_x, const T* __restrict__ g_gamma, const T* __restrict__ g_dy,
+                                const float* __restrict__ g_mean, const float* __restrict__ g_rstd,
+                                T* __restrict__ g_dx, float* __restrict__ part_dg, float* __restrict__ part_db,
+                                i64 rows, int cols, int tpr) {
+  ln_bwd_fused_rows<T, VEC, NV, false>(g_x, g_gamma, g_dy, g_mean, g_rstd, g_dx, part_dg, part_db, rows, cols, tpr);
+}
+
+// dgamma and dbeta start at 0 (the launcher clears them) and each block adds into them.
+template <class T, int VEC, int NV>
+__global__ void __launch_bounds__(1024)
+layernorm_bwd_v3_fused_atomics(const T* __restrict__ g_x, const T* __restrict__ g_gamma, const T* __restrict__ g_dy,
+                               const float* __restrict__ g_mean, const float* __restrict__ g_rstd,
+                               T* __restrict__ g_dx, float* __restrict__ g_dgamma, float* __restrict__ g_dbeta,
+                               i64 rows, int cols, int tpr) {
+  ln_bwd_fused_rows<T, VEC, NV, true>(g_x, g_gamma, g_dy, g_mean, g_rstd, g_dx, g_dgamma, g_dbeta, rows, cols, tpr);
+}
+
+constexpr int kFusedMaxCols = 1024 * 16;
+
+// The fewest vectors a thread (NV = 1, 2, 4, ... while NV * VEC <= 16) that keep a row group
+// at or under 1024 threads, and as many row groups as fit in 1024 threads.
+struct FusedPlan {
+  int tpr = 0, nv = 0, groups = 0;
+  std::size_t smem = 0;                             // s_acc's bytes
+};
+FusedPlan plan_fused(i64 cols, int vec) {
+  for (int nv = 1; nv * vec <= 16; nv *= 2) {
+    const i64 tpr = klab::ceil_div<i64>(klab::ceil_div<i64>(cols, static_cast<i64>(vec) * nv), 32) * 32;
+    if (tpr > 1024) continue;
+    const int groups = static_cast<int>(std::min<i64>(15, 1024 / tpr));   // named barriers 1..15
+    return {static_cast<int>(tpr), nv, groups, sizeof(float) * 2 * static_cast<std::size_t>(groups * tpr * nv * vec)};
+  }
+  return {};
+}
+
+// Blocks that fit the GPU at once (a block never waits for another: each takes its share of
+// rows), never more than the rows need. Threads a block >= 480 (15 groups of 32 at the
+// least), so at most 4 an SM.
+constexpr int kFusedMaxBlocksPerSm = 4;
+int fused_blocks(const void* kernel, const FusedPlan& pl, i64 rows) {
+  int per_sm = 0;
+  KLAB_CHECK_CUDA(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kernel, pl.groups * pl.tpr, pl.smem));
+  KLAB_REQUIRE(per_sm >= 1, "layernorm_backward: a fused block does not fit on an SM");
+  const i64 fit = static_cast<i64>(klab::device_info().sms) * std::min(per_sm, kFusedMaxBlocksPerSm);
+  return static_cast<int>(std::min(fit, klab::ceil_div<i64>(rows, pl.groups)));
+}
+
+template <bool ATOMIC>
+void run_fused(const klab::Launch& l) {
+  const LnBwdArgs a = ln_bwd_args(l);
+  const int cols = static_cast<int>(a.cols);
+  if constexpr (ATOMIC) {
+    KLAB_CHECK_CUDA(cudaMemsetAsync(a.dgamma, 0, sizeof(float) * static_cast<std::size_t>(cols), l.stream));
+    KLAB_CHECK_CUDA(cudaMemsetAsync(a.dbeta, 0, sizeof(float) * static_cast<std::size_t>(cols), l.stream));
+  }
+  int blocks = 0;
+  auto* part = static_cast<float*>(l.workspace);    // v2: (2, blocks, cols)
+  klab::dispatch_f32_bf16(l.problem.dtype, [&]<class T>() {
+    if (a.rows == 0) return;
+    constexpr int VEC16 = klab::kVec16<T>;
+    const bool vec_ok = cols % VEC16 == 0 && klab::aligned16(a.x) && klab::aligned16(a.dy) &&
+                        klab::aligned16(a.gamma) && klab::aligned16(a.dx);
+    const auto go = [&]<int VEC, int NV>(const FusedPlan& pl) {
+      const auto kernel = ATOMIC ? layernorm_bwd_v3_fused_atomics<T, VEC, NV> : layernorm_bwd_v2_fused_partials<T, VEC, NV>;
+      // Once an instantiation: the most s_acc any width gives it (1024 threads' slots).
+      static const bool opted_in = [&] {
+        constexpr int most = static_cast<int>(sizeof(float)) * 2 * 1024 * NV * VEC;
+        KLAB_CHECK_CUDA(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, most));
+        return true;
+      }();
+      (void)opted_in;
+      blocks = fused_blocks(reinterpret_cast<const void*>(kernel), pl, a.rows);
+      KLAB_REQUIRE(ATOMIC || static_cast<std::size_t>(blocks) * 2 * sizeof(float) * cols <= l.workspace_bytes,
+                   "layernorm_backward: more partials than the workspace holds");
+      float* dg = ATOMIC ? a.dgamma : part;
+      float* db = ATOMIC ? a.dbeta : part + static_cast<i64>(blocks) * cols;
+      kernel<<<static_cast<unsigned>(blocks), pl.groups * pl.tpr, pl.smem, l.stream>>>(
+          static_cast<const T*>(a.x), static_cast<const T*>(a.gamma), static_cast<const T*>(a.dy), a.mean, a.rstd,
+          static_cast<T*>(a.dx), dg, db, a.rows, cols, pl.tpr);
+    };
+    const auto by_vec = [&]<int VEC>() {
+      const FusedPlan pl = plan_fused(cols, VEC);
+      KLAB_REQUIRE(pl.nv > 0, "layernorm_backward: row too long for the fused kernel (supports() should have said so)");
+      switch (pl.nv) {
+        case 1: go.template operator()<VEC, 1>(pl); break;
+        case 2: go.template operator()<VEC, 2>(pl); break;
+        case 4:
+          if constexpr (VEC * 4 <= 16) go.template operator()<VEC, 4>(pl);
+          break;
+        case 8:
+          if constexpr (VEC * 8 <= 16) go.template operator()<VEC, 8>(pl);
+          break;
+        default:
+          if constexpr (VEC * 16 <= 16) go.template operator()<VEC, 16>(pl);
+      }
+    };
+    if (vec_ok) by_vec.template operator()<VEC16>();
+    else by_vec.template operator()<1>();
+  });
+  if constexpr (!ATOMIC) launch_column_sums(part, blocks, a, l.stream);   // no rows: writes 0
+  KLAB_CHECK_LAUNCH();
+}
+
+// The most blocks fused_blocks can choose: workspace for that many partials.
+std::size_t workspace_v2(const klab::Problem& p) {
+  const i64 sms = klab::device_info().sms > 0 ? klab::device_info().sms : 132;
+  const i64 blocks = std::min(p.shape[0], sms * kFusedMaxBlocksPerSm);
+  return 2 * sizeof(float) * static_cast<std::size_t>(blocks * p.shape[1]);
+}
+
+std::string supports_fused(const klab::Problem& p) {
+  if (p.shape[1] > kFusedMaxCols) return "rows longer than 16,384 elements do not fit one block's registers";
+  return "";
+}
+
+// ============================================================================================
+// Registration
+// ============================================================================================
+
+KLAB_REGISTER(klab::register_impl({.op = "layernorm_backward", .name = "v1_dx_then_column_sums",
+                                   .summary = "a warp a row for dx, then column sums of dy * xhat and dy over "
+                                              "stripes of rows and a second reduction: x and dy read twice",
+                                   .kind = klab::ImplKind::cuda,
+                                   .supports = supports_v1,
+                                   .workspace = workspace_v1,
+                                   .run = run_v1_dx_then_column_sums,
+                                   .kernels = {"layernorm_bwd_column_sums"}}));
+KLAB_REGISTER(klab::register_impl({.op = "layernorm_backward", .name = "v2_fused_partials",
+                                   .summary = "one read of x and dy: rows in registers for dx, each thread's "
+                                              "column sums in shared memory, one partial a block, added after",
+                                   .kind = klab::ImplKind::cuda,
+                                   .supports = supports_fused,
+                                   .workspace = workspace_v2,
+                                   .run = run_fused<false>,
+                                   .kernels = {"layernorm_bwd_column_sums"}}));
+KLAB_REGISTER(klab::register_impl({.op = "layernorm_backward", .name = "v3_fused_atomics",
+                                   .summary = "v2 adding each block's sums into dgamma and dbeta by atomicAdd: "
+                                              "no second kernel; their last bits change from run to run",
+                                   .kind = klab::ImplKind::cuda,
+                                   .supports = supports_fused,
+                                   .run = run_fused<true>}));
+
+}  // namespace
+
+// What layernorm_backward_ring.cu shares (layernorm.cuh declares them).
+void ln_bwd_column_sums(const float* part, int parts, const LnBwdArgs& a, cudaStream_t stream) {
+  launch_column_sums(part, parts, a, stream);
+}
+int ln_bwd_fused_blocks(const void* kernel, int threads, std::size_t smem, int groups, std::int64_t rows) {
+  FusedPlan pl;
+  pl.tpr = threads / groups;
+  pl.groups = groups;
+  pl.smem = smem;
+  return fused_blocks(kernel, pl, rows);
+}
+std::size_t ln_bwd_partials_workspace(const klab::Problem& p) { return workspace_v2(p); }
+
+}  // namespace lesson08

@@ -1,0 +1,275 @@
+// lessons/08-layernorm/layernorm_backward_ring.cu — the fused layernorm backward with its
+// loads staged through shared memory, two rows ahead.
+//
+// Impls registered here (op layernorm_backward):
+//   v4_cp_async_ring  v2_fused_partials (layernorm_backward.cu) whose x and dy reach the
+//                     thread through a ring of three shared-memory stages filled by cp.async:
+//                     while a group works on row i, the copies of rows i + 1 and i + 2 are in
+//                     flight, and no register holds them. Rows of whole 16-byte vectors, up
+//                     to 8192 elements; one partial a block, added by the same second kernel.
+//
+// Why: v2 is bound by registers. A 1024-thread block may use 64 registers a thread, and v2's
+// thread holds its columns' x and g (up to 16 floats), its running dgamma and dbeta (16
+// more), and the next row's x and dy when it prefetches: one block an SM, and at most one
+// row a group in flight beyond the current. cp.async writes shared memory without passing
+// through registers, so the rows in flight cost none; the thread keeps only its running
+// sums and gamma. Each thread copies and reads back only its own slots (slot (k, t) of its
+// group, stage s), so waiting for its own copies (cp.async.wait_group) is all the
+// synchronisation the data needs; the group's two sums still meet at its named barrier.
+// A thread's work per element is also cut to the arithmetic: gamma converted to fp32 once,
+// no bounds test on rows that fill the block, xhat and g kept from the first pass, and the
+// group's sums added by shuffles (ncu on a first version: 54 instructions an element, the
+// schedulers busy 36% of their samples: "selected" and "not selected").
+//
+//   per row (uniform trip count over the block, as v2):
+//     issue the copies of the row two ahead into the stage this thread read last row
+//     wait until this thread's copies of this row have landed (wait_group 2)
+//     pass 1 from shared memory: sums of g and g * xhat; dgamma, dbeta in registers;
+//       xhat and g kept in registers
+//     the group's sums (shuffles, named barrier, shuffles)
+//     pass 2 from registers: dx
+//
+//   klab test 08 --op layernorm_backward --impl v4_cp_async_ring
+//   klab bench 08 --op layernorm_backward --impl v2_fused_partials,v4_cp_async_ring
+#include <cuda_bf16.h>
+#include <cuda_runtime.h>
+
+#include <algorithm>
+#include <cstdint>
+#include <string>
+
+#include "klab/device/cp_async.cuh"
+#include "klab/device/mbarrier.cuh"
+#include "klab/device/vec.cuh"
+#include "klab/device/warp.cuh"
+#include "klab/error.hpp"
+#include "klab/kernels.cuh"
+#include "klab/op.hpp"
+#include "layernorm.cuh"
+
+namespace lesson08 {
+namespace {
+
+using i64 = std::int64_t;
+
+constexpr int kStages = 3;              // this row and two ahead
+constexpr int kRingMaxCols = 1024 * 8;  // 8 elements a thread at 1024 threads
+
+// Grid: persistent blocks (ln_bwd_fused_blocks) of `groups` row groups of tpr threads; the
+// rows are shared out as in v2. NV vectors of VEC = 16 / sizeof(T) elements a thread.
+// Dynamic shared memory: the ring, (kStages, groups, 2 tensors, NV, tpr) 16-byte vectors;
+// after the last row the same bytes hold the block's sums, (groups, 2, tpr * NV * VEC) floats.
+template <class T, int NV>
+__global__ void __launch_bounds__(1024)
+layernorm_bwd_v4_cp_async_ring(const T* __restrict__ g_x, const T* __restrict__ g_gamma, const T* __restrict__ g_dy,
+                               const float* __restrict__ g_mean, const float* __restrict__ g_rstd,
+                               T* __restrict__ g_dx, float* __restrict__ part_dg, float* __restrict__ part_db,
+                               i64 rows, int cols, int tpr) {
+  constexpr int VEC = klab::kVec16<T>;
+  static_assert(NV * VEC <= 8, "at most 8 columns a thread: gamma, xhat, g, dgamma and dbeta in registers");
+  using V = klab::Vec<T, VEC>;
+  static_assert(sizeof(V) == 16, "one cp.async moves one 16-byte vector");
+  extern __shared__ uint4 s_ring[];
+  __shared__ float2 s_part[2][32];                  // each warp's (sum g, sum g xhat), by row parity
+  const int tid = static_cast<int>(threadIdx.x), warp = tid >> 5, lane = tid & 31;
+  const int groups = static_cast<int>(blockDim.x) / tpr, q = tid / tpr, t = tid % tpr;
+  const auto col = [&](int k) { return (t + k * tpr) * VEC; };
+  // Stage s, tensor (0: x, 1: dy), vector k of this thread: consecutive threads, consecutive
+  // 16-byte slots (no bank conflicts), and no slot read by another thread.
+  const auto slot = [&](int s, int tensor, int k) { return &s_ring[(((s * groups + q) * 2 + tensor) * NV + k) * tpr + t]; };
+
+  float r_gamma[NV][VEC];                           // gamma in fp32, converted once
+  float r_dg[NV][VEC], r_db[NV][VEC];               // this thread's columns' running sums
+#pragma unroll
+  for (int k = 0; k < NV; ++k) {
+    V gv{};
+    if (col(k) < cols) gv = *reinterpret_cast<const V*>(g_gamma + col(k));
+#pragma unroll
+    for (int i = 0; i < VEC; ++i) {
+      r_gamma[k][i] = col(k) < cols ? klab::to_f32(gv.v[i]) : 0.f;
+      r_dg[k][i] = r_db[k][i] = 0.f;
+    }
+  }
+
+  const i64 stride = static_cast<i64>(gridDim.x) * groups;
+  const i64 first = static_cast<i64>(blockIdx.x) * groups;
+  // The copies of the group's row in trip `base` into stage s; one commit a trip always (an
+  // empty group past the last row), so that wait_group counts trips.
+  const auto stage = [&](i64 base, int s) {
+    const i64 row = base + q;
+    if (row < rows)
+#pragma unroll
+      for (int k = 0; k < NV; ++k)
+        if (col(k) < cols) {
+          klab::cp_async_16_full(klab::smem_u32(slot(s, 0, k)), g_x + row * cols + col(k));
+          klab::cp_async_16_full(klab::smem_u32(slot(s, 1, k)), g_dy + row * cols + col(k));
+        }
+    klab::cp_async_commit();
+  };
+#pragma unroll
+  for (int s = 0; s < kStages - 1; ++s) stage(first + s * stride, s);
+
+  // Rows that fill every thread's vectors (the bench shapes) take the first pass without a
+  // test an element: a block-uniform branch between two copies of it.
+  const bool whole = cols == tpr * NV * VEC;
+  const int wpg = tpr >> 5;                         // warps a group
+  int cur = 0;                                      // the stage of this trip's row
+  for (i64 base = first, parity = 0; base < rows; base += stride, parity ^= 1) {
+    // The stage refilled here was read (by this thread alone) in the last trip, in program
+    // order before this copy; the copy's write lands only after its global load returns.
+    asm volatile("" ::: "memory");
+    stage(base + (kStages - 1) * stride, (cur + kStages - 1) % kStages);
+    klab::cp_async_wait<kStages - 1>();             // this thread's copies of this row are in
+    const i64 row = base + q;
+    const bool active = row < rows;
+    const float mean = active ? g_mean[row] : 0.f, rstd = active ? g_rstd[row] : 0.f;
+    // Pass 1, from shared memory: xhat and g kept in registers for pass 2; the row's sums;
+    // this thread's columns' dgamma and dbeta.
+    float r_xh[NV][VEC], r_g[NV][VEC];              // (NV, VEC) per thread
+    float s1 = 0.f, s2 = 0.f;
+    const auto pass1 = [&]<bool ALL_IN>() {
+#pragma unroll
+      for (int k = 0; k < NV; ++k) {
+        const bool in = ALL_IN || (active && col(k) < cols);
+        const V xv = *reinterpret_cast<const V*>(slot(cur, 0, k));   // not used unless `in`
+        const V dv = *reinterpret_cast<const V*>(slot(cur, 1, k));
+#pragma unroll
+        for (int i = 0; i < VEC; ++i) {
+          const float d = in ? klab::to_f32(dv.v[i]) : 0.f;
+          const float xh = in ? (klab::to_f32(xv.v[i]) - mean) * rstd : 0.f;
+          const float g = d * r_gamma[k][i];        // 0 where !in: d is 0, gamma 0
+          r_xh[k][i] = xh;
+          r_g[k][i] = g;
+          s1 += g;
+          s2 += g * xh;
+          r_dg[k][i] += d * xh;
+          r_db[k][i] += d;
+        }
+      }
+    };
+    if (whole && active) pass1.template operator()<true>();
+    else pass1.template operator()<false>();
+    // The group's two sums: shuffles in each warp, the warps' pairs through s_part (one
+    // named barrier a row, s_part by row parity, as v2), then each warp adds the group's
+    // pairs lane-parallel: a shuffle sum instead of a loop over up to 32 pairs.
+    s1 = klab::warp_sum(s1);
+    s2 = klab::warp_sum(s2);
+    if (lane == 0) s_part[parity][warp] = make_float2(s1, s2);
+    klab::named_barrier_sync(static_cast<std::uint32_t>(q + 1), static_cast<std::uint32_t>(tpr));
+    const float2 pair = lane < wpg ? s_part[parity][q * wpg + lane] : make_float2(0.f, 0.f);
+    const float c1 = klab::warp_sum(pair.x) / static_cast<float>(cols);
+    const float c2 = klab::warp_sum(pair.y) / static_cast<float>(cols);
+    // Pass 2, from registers: dx = rstd (g - c1 - xhat c2) = rstd g + (-rstd c2) xhat - rstd c1.
+    const float b = -rstd * c1, c = -rstd * c2;
+#pragma unroll
+    for (int k = 0; k < NV; ++k) {
+      if (!active || col(k) >= cols) continue;
+      V out;
+#pragma unroll
+      for (int i = 0; i < VEC; ++i) out.v[i] = klab::from_f32<T>(fmaf(rstd, r_g[k][i], fmaf(c, r_xh[k][i], b)));
+      *reinterpret_cast<V*>(g_dx + row * cols + col(k)) = out;
+    }
+    cur = cur + 1 == kStages ? 0 : cur + 1;
+  }
+  klab::cp_async_wait<0>();                         // the trailing copies (past the last row)
+  __syncthreads();                                  // every thread is done with the ring
+
+  // The block's sums: group q's running sums at float c of its two rows, then added over the
+  // groups in a fixed order.
+  float* f_acc = reinterpret_cast<float*>(s_ring);
+  const int row_floats = tpr * NV * VEC;
+#pragma unroll
+  for (int k = 0; k < NV; ++k)
+#pragma unroll
+    for (int i = 0; i < VEC; ++i) {
+      f_acc[(2 * q) * row_floats + col(k) + i] = r_dg[k][i];
+      f_acc[(2 * q + 1) * row_floats + col(k) + i] = r_db[k][i];
+    }
+  __syncthreads();
+  for (int c = tid; c < cols; c += static_cast<int>(blockDim.x)) {
+    float dg = 0.f, db = 0.f;
+    for (int g = 0; g < groups; ++g) {
+      dg += f_acc[(2 * g) * row_floats + c];
+      db += f_acc[(2 * g + 1) * row_floats + c];
+    }
+    part_dg[static_cast<i64>(blockIdx.x) * cols + c] = dg;
+    part_db[static_cast<i64>(blockIdx.x) * cols + c] = db;
+  }
+}
+
+struct RingPlan {
+  int tpr = 0, nv = 0, groups = 0;
+  std::size_t smem = 0;
+};
+// The fewest vectors a thread (NV * VEC <= 8) that keep a row group within 1024 threads,
+// and as many groups as fit in 1024 threads (at most 15: named barriers 1..15), if the
+// ring fits the block's shared memory (192 KB at most: fp32 rows of 8192).
+RingPlan plan_ring(i64 cols, int vec, std::size_t smem_limit) {
+  for (int nv = 1; nv * vec <= 8; nv *= 2) {
+    const i64 tpr = klab::ceil_div<i64>(klab::ceil_div<i64>(cols, static_cast<i64>(vec) * nv), 32) * 32;
+    if (tpr > 1024) continue;
+    const int groups = static_cast<int>(std::min<i64>(15, 1024 / tpr));
+    const std::size_t threads = static_cast<std::size_t>(groups) * static_cast<std::size_t>(tpr);
+    const std::size_t ring = kStages * threads * 2 * static_cast<std::size_t>(nv) * 16;
+    const std::size_t sums = threads * 2 * static_cast<std::size_t>(nv * vec) * sizeof(float);
+    if (std::max(ring, sums) > smem_limit) return {};
+    return {static_cast<int>(tpr), nv, groups, std::max(ring, sums)};
+  }
+  return {};
+}
+
+void run_v4_cp_async_ring(const klab::Launch& l) {
+  const LnBwdArgs a = ln_bwd_args(l);
+  const int cols = static_cast<int>(a.cols);
+  int blocks = 0;
+  auto* part = static_cast<float*>(l.workspace);    // (2, blocks, cols)
+  klab::dispatch_f32_bf16(l.problem.dtype, [&]<class T>() {
+    if (a.rows == 0) return;
+    constexpr int VEC = klab::kVec16<T>;
+    KLAB_REQUIRE(klab::aligned16(a.x) && klab::aligned16(a.dy) && klab::aligned16(a.gamma) && klab::aligned16(a.dx),
+                 "v4_cp_async_ring: tensors must be 16-byte aligned");
+    const RingPlan pl = plan_ring(cols, VEC, klab::device_info().smem_per_block_optin);
+    KLAB_REQUIRE(pl.nv > 0, "v4_cp_async_ring: row too long (supports() should have said so)");
+    const auto go = [&]<int NV>() {
+      const auto kernel = layernorm_bwd_v4_cp_async_ring<T, NV>;
+      static const bool opted_in = [&] {            // once an instantiation: the most any width needs
+        KLAB_CHECK_CUDA(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                             kStages * 1024 * 2 * NV * 16));
+        return true;
+      }();
+      (void)opted_in;
+      blocks = ln_bwd_fused_blocks(reinterpret_cast<const void*>(kernel), pl.groups * pl.tpr, pl.smem, pl.groups,
+                                   a.rows);
+      KLAB_REQUIRE(static_cast<std::size_t>(blocks) * 2 * sizeof(float) * cols <= l.workspace_bytes,
+                   "v4_cp_async_ring: more partials than the workspace holds");
+      kernel<<<static_cast<unsigned>(blocks), pl.groups * pl.tpr, pl.smem, l.stream>>>(
+          static_cast<const T*>(a.x), static_cast<const T*>(a.gamma), static_cast<const T*>(a.dy), a.mean, a.rstd,
+          static_cast<T*>(a.dx), part, part + static_cast<i64>(blocks) * cols, a.rows, cols, pl.tpr);
+    };
+    if (pl.nv == 1) go.template operator()<1>();
+    else if constexpr (VEC * 2 <= 8) go.template operator()<2>();
+  });
+  ln_bwd_column_sums(part, blocks, a, l.stream);    // no rows: 0 partials, and 0 is written
+  KLAB_CHECK_LAUNCH();
+}
+
+std::string supports_v4(const klab::Problem& p) {
+  const int vec = static_cast<int>(16 / klab::dtype_size(p.dtype));
+  if (p.shape[1] % vec != 0) return "rows of whole 16-byte vectors only (cp.async moves 16 bytes)";
+  if (p.shape[1] > kRingMaxCols) return "rows longer than 8192 elements: 8 columns a thread at most (the README says why)";
+  if (klab::device_info().cc_major > 0 && klab::device_info().cc_major < 8) return "cp.async needs compute capability 8.0";
+  return "";
+}
+
+}  // namespace
+
+KLAB_REGISTER(klab::register_impl({.op = "layernorm_backward", .name = "v4_cp_async_ring",
+                                   .summary = "v2 with x and dy staged by cp.async in a three-row shared-memory "
+                                              "ring: two rows in flight, none of them in registers",
+                                   .kind = klab::ImplKind::cuda,
+                                   .supports = supports_v4,
+                                   .workspace = ln_bwd_partials_workspace,
+                                   .run = run_v4_cp_async_ring,
+                                   .kernels = {"layernorm_bwd_column_sums"}}));
+
+}  // namespace lesson08
