@@ -1,4 +1,5 @@
-// CPU tests of lesson 08's layernorm backward (layernorm_backward_ops.cu):
+// CPU tests of lesson 08's layernorm and rmsnorm backward (layernorm_backward_ops.cu,
+// rmsnorm_ops.cu); for the layernorm one:
 //   1. its fp64 reference is the gradient: central finite differences of an fp64 forward
 //      (L = sum dy * y) agree with dx, dgamma and dbeta on small shapes, and a dx that
 //      leaves out the c2 term, the classic slip, does not;
@@ -234,4 +235,101 @@ TEST(LayernormBackward, OneColumnAllowsTheProductsRoundingOnly) {
   }
   EXPECT_EQ(check(*op, p, in, ref, fma), "") << "the product's rounding";
   EXPECT_EQ(check(*op, p, in, ref, no_c1).rfind("output dx", 0), 0u) << "c1 left out";
+}
+
+// rmsnorm_backward (rmsnorm_ops.cu): the same two checks. Its reference against finite
+// differences of an fp64 rmsnorm forward, with teeth (dx without c2); and an fp32
+// computation passes its tolerances while dx without c2 and a row left out of dgamma fail.
+namespace {
+
+double rms_loss(const std::vector<double>& x, const std::vector<double>& gamma, const std::vector<double>& dy, i64 rows,
+                i64 cols) {
+  double l = 0;
+  for (i64 r = 0; r < rows; ++r) {
+    double q = 0;
+    for (i64 j = 0; j < cols; ++j) q += std::pow(x[static_cast<std::size_t>(r * cols + j)], 2);
+    const double rstd = 1.0 / std::sqrt(q / static_cast<double>(cols) + kEps);
+    for (i64 j = 0; j < cols; ++j) {
+      const auto k = static_cast<std::size_t>(r * cols + j);
+      l += dy[k] * x[k] * rstd * gamma[static_cast<std::size_t>(j)];
+    }
+  }
+  return l;
+}
+
+// rstd * xhat * c2 per element (xhat = x * rstd): what a dx without c2 is off by.
+std::vector<double> rms_c2_term(const Inputs& in, i64 rows, i64 cols) {
+  std::vector<double> t(static_cast<std::size_t>(rows * cols));
+  for (i64 r = 0; r < rows; ++r) {
+    const double rs = in.tensors[3].get(r);
+    double c2 = 0;
+    for (i64 j = 0; j < cols; ++j)
+      c2 += in.tensors[2].get(r * cols + j) * in.tensors[1].get(j) * in.tensors[0].get(r * cols + j) * rs;
+    c2 /= static_cast<double>(cols);
+    for (i64 j = 0; j < cols; ++j) t[static_cast<std::size_t>(r * cols + j)] = rs * in.tensors[0].get(r * cols + j) * rs * c2;
+  }
+  return t;
+}
+
+}  // namespace
+
+TEST(RmsnormBackward, ReferenceMatchesFiniteDifferencesAndTolerancesHaveTeeth) {
+  const Op* op = registry().find_op("rmsnorm_backward");
+  if (!op) GTEST_SKIP() << "lesson 08 is not in this build";
+  for (const Dims& shape : std::vector<Dims>{{3, 5}, {2, 17}, {4, 64}})
+    for (std::uint64_t seed : {1u, 2u}) {
+      const Problem p{shape, DType::f32, ""};
+      SCOPED_TRACE(p.label() + " seed " + std::to_string(seed));
+      const i64 rows = shape[0], cols = shape[1];
+      const Inputs in = make_inputs(*op, p, seed);
+      const Reference ref = op->reference(p, in);
+      std::vector<double> x = as_doubles(in.tensors[0]), gamma = as_doubles(in.tensors[1]);
+      const std::vector<double> dy = as_doubles(in.tensors[2]);
+      const auto l = [&] { return rms_loss(x, gamma, dy, rows, cols); };
+      const std::vector<double> dx(ref[0].begin(), ref[0].end()), dgamma(ref[1].begin(), ref[1].end());
+      constexpr double tol = 1e-5;   // as layernorm_backward's: rstd rounded to fp32
+      EXPECT_LT(worst_fd_gap(x, dx, l), tol) << "dx";
+      EXPECT_LT(worst_fd_gap(gamma, dgamma, l), tol) << "dgamma";
+      std::vector<double> no_c2 = dx;
+      const std::vector<double> term = rms_c2_term(in, rows, cols);
+      for (std::size_t i = 0; i < no_c2.size(); ++i) no_c2[i] += term[i];
+      EXPECT_GT(worst_fd_gap(x, no_c2, l), 100 * tol) << "dx without c2";
+    }
+  for (const Dims& shape : std::vector<Dims>{{9, 768}, {1000, 3}, {3, 4097}}) {
+    const Problem p{shape, DType::f32, ""};
+    SCOPED_TRACE(p.label());
+    const i64 rows = shape[0], cols = shape[1];
+    const Inputs in = make_inputs(*op, p, 3);
+    const Reference ref = op->reference(p, in);
+    // fp32, the column sums added row after row.
+    std::vector<HostTensor> good;
+    for (const auto& s : op->outputs(p)) good.emplace_back(s.dtype, s.shape);
+    std::vector<float> dg(static_cast<std::size_t>(cols), 0.f);
+    for (i64 r = 0; r < rows; ++r) {
+      const auto rs = static_cast<float>(in.tensors[3].get(r));
+      float c2 = 0.f;
+      for (i64 j = 0; j < cols; ++j) {
+        const auto d = static_cast<float>(in.tensors[2].get(r * cols + j));
+        const float xh = static_cast<float>(in.tensors[0].get(r * cols + j)) * rs;
+        c2 += d * static_cast<float>(in.tensors[1].get(j)) * xh;
+        dg[static_cast<std::size_t>(j)] += d * xh;
+      }
+      c2 /= static_cast<float>(cols);
+      for (i64 j = 0; j < cols; ++j) {
+        const float xh = static_cast<float>(in.tensors[0].get(r * cols + j)) * rs;
+        const float g = static_cast<float>(in.tensors[2].get(r * cols + j)) * static_cast<float>(in.tensors[1].get(j));
+        good[0].set(r * cols + j, rs * (g - xh * c2));
+      }
+    }
+    for (i64 j = 0; j < cols; ++j) good[1].set(j, dg[static_cast<std::size_t>(j)]);
+    EXPECT_EQ(check(*op, p, in, ref, good), "");
+    auto no_c2 = good;
+    const std::vector<double> term = rms_c2_term(in, rows, cols);
+    for (i64 i = 0; i < rows * cols; ++i) no_c2[0].set(i, good[0].get(i) + term[static_cast<std::size_t>(i)]);
+    EXPECT_EQ(check(*op, p, in, ref, no_c2).rfind("output dx", 0), 0u) << "dx without c2";
+    auto missing = good;
+    for (i64 j = 0; j < cols; ++j)
+      missing[1].set(j, good[1].get(j) - in.tensors[2].get(j) * in.tensors[0].get(j) * in.tensors[3].get(0));
+    EXPECT_EQ(check(*op, p, in, ref, missing).rfind("output dgamma", 0), 0u) << "a row missing from dgamma";
+  }
 }

@@ -1,7 +1,7 @@
 // lessons/08-layernorm/layernorm.cu — the layernorm forward, from a warp a row to a row held
 // in registers.
 //
-// Impls registered here (op layernorm):
+// Impls registered here (op layernorm, and rmsnorm's forward):
 //   v1_warp_welford     one warp a row: each lane folds its elements into a running
 //                       (count, mean, M2) by Welford's update, the 32 triples merge by
 //                       shuffles (Chan's formula), then the lanes read the row again to write
@@ -10,6 +10,8 @@
 //                       loads): mean from one block sum, then the variance from a second sum
 //                       of (x - mean)^2 over the same registers (two passes, no second read),
 //                       and y written from them. Rows up to 32,768 elements.
+//   v1_block_registers  (op rmsnorm) v2 without the mean: one block sum of x^2 over the
+//                       registers, y = x * rstd * gamma, rstd saved. Same limits.
 //
 // Why Welford: the one-pass formula var = E[x^2] - E[x]^2 subtracts two sums that grow with
 // the row's mean; with a mean of 2 and a spread of 1 it loses about 4 of fp32's 24 bits, with
@@ -125,13 +127,15 @@ std::string supports_v1(const klab::Problem& p) {
 // v2_block_registers
 // ============================================================================================
 
-// One block a row; thread t holds the row's vectors t, t + blockDim, ... (NV of them, VEC
-// elements each) as fp32 in r_x. FULL: every vector lies inside the row (cols is a multiple
-// of blockDim * VEC * NV); otherwise the vectors past cols are skipped and count as 0.
-template <class T, int VEC, int NV>
-__global__ void __launch_bounds__(1024)
-layernorm_v2_block_registers(const T* __restrict__ g_x, const T* __restrict__ g_gamma, const T* __restrict__ g_beta,
-                             T* __restrict__ g_y, float* __restrict__ g_mean, float* __restrict__ g_rstd, int cols) {
+// The body of v2 and of rmsnorm's v1. One block a row; thread t holds the row's vectors t,
+// t + blockDim, ... (NV of them, VEC elements each) as fp32 in r_x; the vectors past cols are
+// skipped and count as 0. RMS: rmsnorm — no mean (mean(x^2) in place of the variance), no
+// beta, and only rstd saved (g_mean and g_beta unused).
+template <class T, int VEC, int NV, bool RMS>
+__device__ __forceinline__ void norm_row_in_registers(const T* __restrict__ g_x, const T* __restrict__ g_gamma,
+                                                      const T* __restrict__ g_beta, T* __restrict__ g_y,
+                                                      float* __restrict__ g_mean, float* __restrict__ g_rstd,
+                                                      int cols) {
   static_assert(NV * VEC <= 32, "at most 32 elements a thread (32 registers of data)");
   using V = klab::Vec<T, VEC>;
   __shared__ float s_part[32];                      // block_sum's scratch
@@ -150,7 +154,7 @@ layernorm_v2_block_registers(const T* __restrict__ g_x, const T* __restrict__ g_
       s += r_x[k][i];
     }
   }
-  const float mean = klab::block_sum(s, s_part) / static_cast<float>(cols);
+  const float mean = RMS ? 0.f : klab::block_sum(s, s_part) / static_cast<float>(cols);
   float q = 0.f;
 #pragma unroll
   for (int k = 0; k < NV; ++k)
@@ -159,10 +163,10 @@ layernorm_v2_block_registers(const T* __restrict__ g_x, const T* __restrict__ g_
       const float d = col(k) < cols ? r_x[k][i] - mean : 0.f;
       q += d * d;
     }
-  __syncthreads();                                  // every warp has read s_part (block_sum's rule)
+  if constexpr (!RMS) __syncthreads();              // every warp has read s_part (block_sum's rule)
   const float rstd = rsqrtf(klab::block_sum(q, s_part) / static_cast<float>(cols) + kEps);
   if (threadIdx.x == 0) {
-    g_mean[row] = mean;
+    if constexpr (!RMS) g_mean[row] = mean;
     g_rstd[row] = rstd;
   }
   T* y = g_y + row * cols;
@@ -170,13 +174,29 @@ layernorm_v2_block_registers(const T* __restrict__ g_x, const T* __restrict__ g_
   for (int k = 0; k < NV; ++k) {
     if (col(k) >= cols) continue;
     const V g = *reinterpret_cast<const V*>(g_gamma + col(k));
-    const V b = *reinterpret_cast<const V*>(g_beta + col(k));
+    V b{};
+    if constexpr (!RMS) b = *reinterpret_cast<const V*>(g_beta + col(k));
     V out;
 #pragma unroll
     for (int i = 0; i < VEC; ++i)
-      out.v[i] = klab::from_f32<T>((r_x[k][i] - mean) * rstd * klab::to_f32(g.v[i]) + klab::to_f32(b.v[i]));
+      out.v[i] = klab::from_f32<T>((r_x[k][i] - mean) * rstd * klab::to_f32(g.v[i]) + (RMS ? 0.f : klab::to_f32(b.v[i])));
     *reinterpret_cast<V*>(y + col(k)) = out;
   }
+}
+
+template <class T, int VEC, int NV>
+__global__ void __launch_bounds__(1024)
+layernorm_v2_block_registers(const T* __restrict__ g_x, const T* __restrict__ g_gamma, const T* __restrict__ g_beta,
+                             T* __restrict__ g_y, float* __restrict__ g_mean, float* __restrict__ g_rstd, int cols) {
+  norm_row_in_registers<T, VEC, NV, false>(g_x, g_gamma, g_beta, g_y, g_mean, g_rstd, cols);
+}
+
+// rmsnorm's v1_block_registers: the same kernel without the mean.
+template <class T, int VEC, int NV>
+__global__ void __launch_bounds__(1024)
+rmsnorm_v1_block_registers(const T* __restrict__ g_x, const T* __restrict__ g_gamma, T* __restrict__ g_y,
+                           float* __restrict__ g_rstd, int cols) {
+  norm_row_in_registers<T, VEC, NV, true>(g_x, g_gamma, nullptr, g_y, nullptr, g_rstd, cols);
 }
 
 // Threads and vectors a thread for a row of `cols`: the fewest vectors a thread (NV in 1, 2,
@@ -192,14 +212,20 @@ V2Plan plan_v2(i64 cols, int vec) {
   return {};
 }
 
-template <class T, int VEC>
+template <class T, int VEC, bool RMS>
 void launch_v2(const LnArgs& a, cudaStream_t stream) {
   const V2Plan pl = plan_v2(a.cols, VEC);
   KLAB_REQUIRE(pl.nv > 0, "v2_block_registers: row too long (supports() should have said so)");
   const auto go = [&]<int NV>() {
-    layernorm_v2_block_registers<T, VEC, NV><<<static_cast<unsigned>(a.rows), pl.threads, 0, stream>>>(
-        static_cast<const T*>(a.x), static_cast<const T*>(a.gamma), static_cast<const T*>(a.beta), static_cast<T*>(a.y),
-        a.mean, a.rstd, static_cast<int>(a.cols));
+    const auto grid = static_cast<unsigned>(a.rows);
+    if constexpr (RMS)
+      rmsnorm_v1_block_registers<T, VEC, NV><<<grid, pl.threads, 0, stream>>>(
+          static_cast<const T*>(a.x), static_cast<const T*>(a.gamma), static_cast<T*>(a.y), a.rstd,
+          static_cast<int>(a.cols));
+    else
+      layernorm_v2_block_registers<T, VEC, NV><<<grid, pl.threads, 0, stream>>>(
+          static_cast<const T*>(a.x), static_cast<const T*>(a.gamma), static_cast<const T*>(a.beta),
+          static_cast<T*>(a.y), a.mean, a.rstd, static_cast<int>(a.cols));
   };
   switch (pl.nv) {
     case 1: go.template operator()<1>(); break;
@@ -216,17 +242,26 @@ void launch_v2(const LnArgs& a, cudaStream_t stream) {
   }
 }
 
-void run_v2_block_registers(const klab::Launch& l) {
-  const LnArgs a = ln_args(l);
+template <bool RMS>
+void run_block_registers(const LnArgs& a, const klab::Launch& l) {
   if (a.rows == 0) return;
   klab::dispatch_f32_bf16(l.problem.dtype, [&]<class T>() {
     constexpr int VEC = klab::kVec16<T>;
     const bool vec_ok = a.cols % VEC == 0 && klab::aligned16(a.x) && klab::aligned16(a.y) && klab::aligned16(a.gamma) &&
-                        klab::aligned16(a.beta);
-    if (vec_ok) launch_v2<T, VEC>(a, l.stream);
-    else launch_v2<T, 1>(a, l.stream);
+                        (RMS || klab::aligned16(a.beta));
+    if (vec_ok) launch_v2<T, VEC, RMS>(a, l.stream);
+    else launch_v2<T, 1, RMS>(a, l.stream);
   });
   KLAB_CHECK_LAUNCH();
+}
+
+void run_v2_block_registers(const klab::Launch& l) { run_block_registers<false>(ln_args(l), l); }
+
+// rmsnorm's inputs (x, gamma) and outputs (y, rstd) in layernorm's arguments.
+void run_rms_v1_block_registers(const klab::Launch& l) {
+  const LnArgs a{l.in[0].data, l.in[1].data, nullptr, l.out[0].data, nullptr, l.out[1].as<float>(),
+                 l.problem.shape[0], l.problem.shape[1]};
+  run_block_registers<true>(a, l);
 }
 
 std::string supports_v2(const klab::Problem& p) {
@@ -251,6 +286,12 @@ KLAB_REGISTER(klab::register_impl({.op = "layernorm", .name = "v2_block_register
                                    .kind = klab::ImplKind::cuda,
                                    .supports = supports_v2,
                                    .run = run_v2_block_registers}));
+KLAB_REGISTER(klab::register_impl({.op = "rmsnorm", .name = "v1_block_registers",
+                                   .summary = "layernorm's v2_block_registers without the mean: the row in "
+                                              "registers, one block sum of x^2, one read and one write",
+                                   .kind = klab::ImplKind::cuda,
+                                   .supports = supports_v2,
+                                   .run = run_rms_v1_block_registers}));
 
 }  // namespace
 }  // namespace lesson08

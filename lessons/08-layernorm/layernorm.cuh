@@ -53,6 +53,13 @@ inline LnBwdArgs ln_bwd_args(const klab::Launch& l) {
           l.problem.shape[0],   l.problem.shape[1]};
 }
 
+// rmsnorm_backward's inputs (x, gamma, dy, rstd) and outputs (dx, dgamma) in the same
+// arguments: no mean, no dbeta.
+inline LnBwdArgs rms_bwd_args(const klab::Launch& l) {
+  return {l.in[0].data, l.in[1].data, l.in[2].data, nullptr, l.in[3].as<const float>(), l.out[0].data,
+          l.out[1].as<float>(), nullptr, l.problem.shape[0], l.problem.shape[1]};
+}
+
 // From layernorm_ops.cu, for both ops: x as the lesson draws it (a row offset, and the
 // row's first two elements at offset +- 0.9: layernorm_ops.cu says why), and the shapes
 // both accept.

@@ -1,7 +1,7 @@
 // lessons/08-layernorm/layernorm_backward.cu — the layernorm backward: dx a row at a time,
 // dgamma and dbeta as sums over the rows, column by column.
 //
-// Impls registered here (op layernorm_backward):
+// Impls registered here (op layernorm_backward, and one of rmsnorm_backward):
 //   v1_dx_then_column_sums  two passes over the data. One warp a row writes dx: the row's
 //                           sums of g = dy * gamma and g * xhat, then dx from a second read
 //                           of the row. Then blocks of 32 columns by a stripe of rows sum
@@ -18,6 +18,7 @@
 //                           associative and the blocks finish in a different order every run,
 //                           so the last bits of dgamma and dbeta change from run to run (dx
 //                           does not): fine for training, wrong where a run must repeat.
+//   v1_fused_partials       (op rmsnorm_backward) v2 without the mean, c1 and dbeta.
 //
 // The shapes a training step gives: rows = tokens (B * T), cols = channels (768 for GPT-2
 // small). dgamma and dbeta sum over every token, so there are few columns to share out and
@@ -61,7 +62,7 @@ __device__ __forceinline__ void add_over_ty(float dg, float db, float* __restric
   s_dg[ty][tx] = dg;
   s_db[ty][tx] = db;
   __syncthreads();
-  if (ty < 2 && c < cols) {
+  if (ty < 2 && c < cols && (ty == 0 || db_out != nullptr)) {   // rmsnorm has no dbeta
     float (*s)[33] = ty == 0 ? s_dg : s_db;
     float sum = 0.f;
 #pragma unroll 8
@@ -82,15 +83,17 @@ layernorm_bwd_column_sums(const float* __restrict__ part_dg, const float* __rest
   if (c < cols)
     for (int p = ty; p < parts; p += 32) {
       dg += part_dg[static_cast<i64>(p) * cols + c];
-      db += part_db[static_cast<i64>(p) * cols + c];
+      if (part_db != nullptr) db += part_db[static_cast<i64>(p) * cols + c];
     }
   add_over_ty(dg, db, g_dgamma, g_dbeta, c, cols);
 }
 
+// No dbeta (rmsnorm): only dgamma's partials are read and written.
 void launch_column_sums(const float* part, int parts, const LnBwdArgs& a, cudaStream_t stream) {
   const int cols = static_cast<int>(a.cols);
+  const float* part_db = a.dbeta != nullptr ? part + static_cast<i64>(parts) * cols : nullptr;
   layernorm_bwd_column_sums<<<static_cast<unsigned>(klab::ceil_div(cols, 32)), dim3(32, 32), 0, stream>>>(
-      part, part + static_cast<i64>(parts) * cols, a.dgamma, a.dbeta, parts, cols);
+      part, part_db, a.dgamma, a.dbeta, parts, cols);
 }
 
 // ============================================================================================
@@ -199,7 +202,8 @@ std::string supports_v1(const klab::Problem& p) {
 // PREFETCH (where the registers allow) loads the group's next row while this one is reduced
 // and written: the loads of one row overlap the barrier and the stores of the last.
 // ATOMIC: the block's sums go into dgamma and dbeta by atomicAdd, else into its partial row.
-template <class T, int VEC, int NV, bool ATOMIC>
+// RMS: rmsnorm's backward — no mean (xhat = x * rstd), no c1, no dbeta.
+template <class T, int VEC, int NV, bool ATOMIC, bool RMS = false>
 __device__ __forceinline__ void ln_bwd_fused_rows(const T* __restrict__ g_x, const T* __restrict__ g_gamma,
                                                   const T* __restrict__ g_dy, const float* __restrict__ g_mean,
                                                   const float* __restrict__ g_rstd, T* __restrict__ g_dx,
@@ -273,7 +277,7 @@ __device__ __forceinline__ void ln_bwd_fused_rows(const T* __restrict__ g_x, con
     } else {
       load(r_x, r_dy, row);
     }
-    const float mean = active ? g_mean[row] : 0.f, rstd = active ? g_rstd[row] : 0.f;
+    const float mean = active && !RMS ? g_mean[row] : 0.f, rstd = active ? g_rstd[row] : 0.f;
     float s1 = 0.f, s2 = 0.f;
 #pragma unroll
     for (int k = 0; k < NV; ++k) {
@@ -295,7 +299,7 @@ __device__ __forceinline__ void ln_bwd_fused_rows(const T* __restrict__ g_x, con
         s1 += g;
         s2 += g * xh;
         dg[i / AW].v[i % AW] += d * xh;
-        db[i / AW].v[i % AW] += d;
+        if constexpr (!RMS) db[i / AW].v[i % AW] += d;
       }
 #pragma unroll
       for (int p = 0; p < AP; ++p) {
@@ -320,7 +324,7 @@ __device__ __forceinline__ void ln_bwd_fused_rows(const T* __restrict__ g_x, con
       c1 += s_part[parity][w].x;
       c2 += s_part[parity][w].y;
     }
-    c1 /= static_cast<float>(cols);
+    c1 = RMS ? 0.f : c1 / static_cast<float>(cols);
     c2 /= static_cast<float>(cols);
 #pragma unroll
     for (int k = 0; k < NV; ++k) {
@@ -354,10 +358,10 @@ __device__ __forceinline__ void ln_bwd_fused_rows(const T* __restrict__ g_x, con
     }
     if constexpr (ATOMIC) {
       atomicAdd(out_dg + c, dg);
-      atomicAdd(out_db + c, db);
+      if constexpr (!RMS) atomicAdd(out_db + c, db);
     } else {
       out_dg[static_cast<i64>(blockIdx.x) * cols + c] = dg;
-      out_db[static_cast<i64>(blockIdx.x) * cols + c] = db;
+      if constexpr (!RMS) out_db[static_cast<i64>(blockIdx.x) * cols + c] = db;
     }
   }
 }
@@ -380,6 +384,16 @@ layernorm_bwd_v3_fused_atomics(const T* __restrict__ g_x, const T* __restrict__ 
                                T* __restrict__ g_dx, float* __restrict__ g_dgamma, float* __restrict__ g_dbeta,
                                i64 rows, int cols, int tpr) {
   ln_bwd_fused_rows<T, VEC, NV, true>(g_x, g_gamma, g_dy, g_mean, g_rstd, g_dx, g_dgamma, g_dbeta, rows, cols, tpr);
+}
+
+// rmsnorm_backward's v1_fused_partials: v2 without the mean, c1 and dbeta.
+template <class T, int VEC, int NV>
+__global__ void __launch_bounds__(1024)
+rmsnorm_bwd_v1_fused_partials(const T* __restrict__ g_x, const T* __restrict__ g_gamma, const T* __restrict__ g_dy,
+                              const float* __restrict__ g_rstd, T* __restrict__ g_dx, float* __restrict__ part_dg,
+                              i64 rows, int cols, int tpr) {
+  ln_bwd_fused_rows<T, VEC, NV, false, true>(g_x, g_gamma, g_dy, nullptr, g_rstd, g_dx, part_dg, nullptr, rows, cols,
+                                             tpr);
 }
 
 constexpr int kFusedMaxCols = 1024 * 16;
@@ -412,9 +426,9 @@ int fused_blocks(const void* kernel, const FusedPlan& pl, i64 rows) {
   return static_cast<int>(std::min(fit, klab::ceil_div<i64>(rows, pl.groups)));
 }
 
-template <bool ATOMIC>
+template <bool ATOMIC, bool RMS = false>
 void run_fused(const klab::Launch& l) {
-  const LnBwdArgs a = ln_bwd_args(l);
+  const LnBwdArgs a = RMS ? rms_bwd_args(l) : ln_bwd_args(l);
   const int cols = static_cast<int>(a.cols);
   if constexpr (ATOMIC) {
     KLAB_CHECK_CUDA(cudaMemsetAsync(a.dgamma, 0, sizeof(float) * static_cast<std::size_t>(cols), l.stream));
@@ -429,6 +443,22 @@ void run_fused(const klab::Launch& l) {
                         klab::aligned16(a.gamma) && klab::aligned16(a.dx);
     const auto go = [&]<int VEC, int NV>(const FusedPlan& pl) {
       const auto kernel = ATOMIC ? layernorm_bwd_v3_fused_atomics<T, VEC, NV> : layernorm_bwd_v2_fused_partials<T, VEC, NV>;
+      if constexpr (RMS) {                          // the same plan, launch and workspace
+        const auto rms = rmsnorm_bwd_v1_fused_partials<T, VEC, NV>;
+        static const bool rms_opted_in = [&] {
+          KLAB_CHECK_CUDA(cudaFuncSetAttribute(rms, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                               static_cast<int>(sizeof(float)) * 2 * 1024 * NV * VEC));
+          return true;
+        }();
+        (void)rms_opted_in;
+        blocks = fused_blocks(reinterpret_cast<const void*>(rms), pl, a.rows);
+        KLAB_REQUIRE(static_cast<std::size_t>(blocks) * 2 * sizeof(float) * cols <= l.workspace_bytes,
+                     "rmsnorm_backward: more partials than the workspace holds");
+        rms<<<static_cast<unsigned>(blocks), pl.groups * pl.tpr, pl.smem, l.stream>>>(
+            static_cast<const T*>(a.x), static_cast<const T*>(a.gamma), static_cast<const T*>(a.dy), a.rstd,
+            static_cast<T*>(a.dx), part, a.rows, cols, pl.tpr);
+        return;
+      }
       // Once an instantiation: the most s_acc any width gives it (1024 threads' slots).
       static const bool opted_in = [&] {
         constexpr int most = static_cast<int>(sizeof(float)) * 2 * 1024 * NV * VEC;
@@ -506,6 +536,14 @@ KLAB_REGISTER(klab::register_impl({.op = "layernorm_backward", .name = "v3_fused
                                    .kind = klab::ImplKind::cuda,
                                    .supports = supports_fused,
                                    .run = run_fused<true>}));
+KLAB_REGISTER(klab::register_impl({.op = "rmsnorm_backward", .name = "v1_fused_partials",
+                                   .summary = "layernorm_backward's v2_fused_partials without the mean, c1 and "
+                                              "dbeta: one read of x and dy, one partial of dgamma a block",
+                                   .kind = klab::ImplKind::cuda,
+                                   .supports = supports_fused,
+                                   .workspace = workspace_v2,
+                                   .run = run_fused<false, true>,
+                                   .kernels = {"layernorm_bwd_column_sums"}}));
 
 }  // namespace
 

@@ -1,12 +1,13 @@
 // lessons/08-layernorm/layernorm_backward_ring.cu — the fused layernorm backward with its
 // loads staged through shared memory, two rows ahead.
 //
-// Impls registered here (op layernorm_backward):
+// Impls registered here (op layernorm_backward, and one of rmsnorm_backward):
 //   v4_cp_async_ring  v2_fused_partials (layernorm_backward.cu) whose x and dy reach the
 //                     thread through a ring of three shared-memory stages filled by cp.async:
 //                     while a group works on row i, the copies of rows i + 1 and i + 2 are in
 //                     flight, and no register holds them. Rows of whole 16-byte vectors, up
 //                     to 8192 elements; one partial a block, added by the same second kernel.
+//   v2_cp_async_ring  (op rmsnorm_backward) v4 without the mean, c1 and dbeta.
 //
 // Why: v2 is bound by registers. A 1024-thread block may use 64 registers a thread, and v2's
 // thread holds its columns' x and g (up to 16 floats), its running dgamma and dbeta (16
@@ -59,12 +60,13 @@ constexpr int kRingMaxCols = 1024 * 8;  // 8 elements a thread at 1024 threads
 // rows are shared out as in v2. NV vectors of VEC = 16 / sizeof(T) elements a thread.
 // Dynamic shared memory: the ring, (kStages, groups, 2 tensors, NV, tpr) 16-byte vectors;
 // after the last row the same bytes hold the block's sums, (groups, 2, tpr * NV * VEC) floats.
-template <class T, int NV>
-__global__ void __launch_bounds__(1024)
-layernorm_bwd_v4_cp_async_ring(const T* __restrict__ g_x, const T* __restrict__ g_gamma, const T* __restrict__ g_dy,
-                               const float* __restrict__ g_mean, const float* __restrict__ g_rstd,
-                               T* __restrict__ g_dx, float* __restrict__ part_dg, float* __restrict__ part_db,
-                               i64 rows, int cols, int tpr) {
+// RMS: rmsnorm's backward — no mean (xhat = x * rstd), no c1, no dbeta.
+template <class T, int NV, bool RMS>
+__device__ __forceinline__ void ln_bwd_ring_rows(const T* __restrict__ g_x, const T* __restrict__ g_gamma,
+                                                 const T* __restrict__ g_dy, const float* __restrict__ g_mean,
+                                                 const float* __restrict__ g_rstd, T* __restrict__ g_dx,
+                                                 float* __restrict__ part_dg, float* __restrict__ part_db, i64 rows,
+                                                 int cols, int tpr) {
   constexpr int VEC = klab::kVec16<T>;
   static_assert(NV * VEC <= 8, "at most 8 columns a thread: gamma, xhat, g, dgamma and dbeta in registers");
   using V = klab::Vec<T, VEC>;
@@ -122,7 +124,7 @@ layernorm_bwd_v4_cp_async_ring(const T* __restrict__ g_x, const T* __restrict__ 
     klab::cp_async_wait<kStages - 1>();             // this thread's copies of this row are in
     const i64 row = base + q;
     const bool active = row < rows;
-    const float mean = active ? g_mean[row] : 0.f, rstd = active ? g_rstd[row] : 0.f;
+    const float mean = active && !RMS ? g_mean[row] : 0.f, rstd = active ? g_rstd[row] : 0.f;
     // Pass 1, from shared memory: xhat and g kept in registers for pass 2; the row's sums;
     // this thread's columns' dgamma and dbeta.
     float r_xh[NV][VEC], r_g[NV][VEC];              // (NV, VEC) per thread
@@ -143,7 +145,7 @@ layernorm_bwd_v4_cp_async_ring(const T* __restrict__ g_x, const T* __restrict__ 
           s1 += g;
           s2 += g * xh;
           r_dg[k][i] += d * xh;
-          r_db[k][i] += d;
+          if constexpr (!RMS) r_db[k][i] += d;
         }
       }
     };
@@ -157,7 +159,7 @@ layernorm_bwd_v4_cp_async_ring(const T* __restrict__ g_x, const T* __restrict__ 
     if (lane == 0) s_part[parity][warp] = make_float2(s1, s2);
     klab::named_barrier_sync(static_cast<std::uint32_t>(q + 1), static_cast<std::uint32_t>(tpr));
     const float2 pair = lane < wpg ? s_part[parity][q * wpg + lane] : make_float2(0.f, 0.f);
-    const float c1 = klab::warp_sum(pair.x) / static_cast<float>(cols);
+    const float c1 = RMS ? 0.f : klab::warp_sum(pair.x) / static_cast<float>(cols);
     const float c2 = klab::warp_sum(pair.y) / static_cast<float>(cols);
     // Pass 2, from registers: dx = rstd (g - c1 - xhat c2) = rstd g + (-rstd c2) xhat - rstd c1.
     const float b = -rstd * c1, c = -rstd * c2;
@@ -193,8 +195,26 @@ layernorm_bwd_v4_cp_async_ring(const T* __restrict__ g_x, const T* __restrict__ 
       db += f_acc[(2 * g + 1) * row_floats + c];
     }
     part_dg[static_cast<i64>(blockIdx.x) * cols + c] = dg;
-    part_db[static_cast<i64>(blockIdx.x) * cols + c] = db;
+    if constexpr (!RMS) part_db[static_cast<i64>(blockIdx.x) * cols + c] = db;
   }
+}
+
+template <class T, int NV>
+__global__ void __launch_bounds__(1024)
+layernorm_bwd_v4_cp_async_ring(const T* __restrict__ g_x, const T* __restrict__ g_gamma, const T* __restrict__ g_dy,
+                               const float* __restrict__ g_mean, const float* __restrict__ g_rstd,
+                               T* __restrict__ g_dx, float* __restrict__ part_dg, float* __restrict__ part_db,
+                               i64 rows, int cols, int tpr) {
+  ln_bwd_ring_rows<T, NV, false>(g_x, g_gamma, g_dy, g_mean, g_rstd, g_dx, part_dg, part_db, rows, cols, tpr);
+}
+
+// rmsnorm_backward's v2_cp_async_ring: the same without the mean, c1 and dbeta.
+template <class T, int NV>
+__global__ void __launch_bounds__(1024)
+rmsnorm_bwd_v2_cp_async_ring(const T* __restrict__ g_x, const T* __restrict__ g_gamma, const T* __restrict__ g_dy,
+                             const float* __restrict__ g_rstd, T* __restrict__ g_dx, float* __restrict__ part_dg,
+                             i64 rows, int cols, int tpr) {
+  ln_bwd_ring_rows<T, NV, true>(g_x, g_gamma, g_dy, nullptr, g_rstd, g_dx, part_dg, nullptr, rows, cols, tpr);
 }
 
 struct RingPlan {
@@ -218,8 +238,9 @@ RingPlan plan_ring(i64 cols, int vec, std::size_t smem_limit) {
   return {};
 }
 
-void run_v4_cp_async_ring(const klab::Launch& l) {
-  const LnBwdArgs a = ln_bwd_args(l);
+template <bool RMS>
+void run_ring(const klab::Launch& l) {
+  const LnBwdArgs a = RMS ? rms_bwd_args(l) : ln_bwd_args(l);
   const int cols = static_cast<int>(a.cols);
   int blocks = 0;
   auto* part = static_cast<float*>(l.workspace);    // (2, blocks, cols)
@@ -227,24 +248,32 @@ void run_v4_cp_async_ring(const klab::Launch& l) {
     if (a.rows == 0) return;
     constexpr int VEC = klab::kVec16<T>;
     KLAB_REQUIRE(klab::aligned16(a.x) && klab::aligned16(a.dy) && klab::aligned16(a.gamma) && klab::aligned16(a.dx),
-                 "v4_cp_async_ring: tensors must be 16-byte aligned");
+                 "cp_async_ring: tensors must be 16-byte aligned");
     const RingPlan pl = plan_ring(cols, VEC, klab::device_info().smem_per_block_optin);
-    KLAB_REQUIRE(pl.nv > 0, "v4_cp_async_ring: row too long (supports() should have said so)");
+    KLAB_REQUIRE(pl.nv > 0, "cp_async_ring: row too long (supports() should have said so)");
     const auto go = [&]<int NV>() {
-      const auto kernel = layernorm_bwd_v4_cp_async_ring<T, NV>;
+      const void* fn = RMS ? reinterpret_cast<const void*>(rmsnorm_bwd_v2_cp_async_ring<T, NV>)
+                           : reinterpret_cast<const void*>(layernorm_bwd_v4_cp_async_ring<T, NV>);
       static const bool opted_in = [&] {            // once an instantiation: the most any width needs
-        KLAB_CHECK_CUDA(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
+        KLAB_CHECK_CUDA(cudaFuncSetAttribute(fn, cudaFuncAttributeMaxDynamicSharedMemorySize,
                                              kStages * 1024 * 2 * NV * 16));
         return true;
       }();
       (void)opted_in;
-      blocks = ln_bwd_fused_blocks(reinterpret_cast<const void*>(kernel), pl.groups * pl.tpr, pl.smem, pl.groups,
-                                   a.rows);
+      blocks = ln_bwd_fused_blocks(fn, pl.groups * pl.tpr, pl.smem, pl.groups, a.rows);
       KLAB_REQUIRE(static_cast<std::size_t>(blocks) * 2 * sizeof(float) * cols <= l.workspace_bytes,
-                   "v4_cp_async_ring: more partials than the workspace holds");
-      kernel<<<static_cast<unsigned>(blocks), pl.groups * pl.tpr, pl.smem, l.stream>>>(
-          static_cast<const T*>(a.x), static_cast<const T*>(a.gamma), static_cast<const T*>(a.dy), a.mean, a.rstd,
-          static_cast<T*>(a.dx), part, part + static_cast<i64>(blocks) * cols, a.rows, cols, pl.tpr);
+                   "cp_async_ring: more partials than the workspace holds");
+      const auto grid = static_cast<unsigned>(blocks);
+      const auto* x = static_cast<const T*>(a.x);
+      const auto* gamma = static_cast<const T*>(a.gamma);
+      const auto* dy = static_cast<const T*>(a.dy);
+      if constexpr (RMS)
+        rmsnorm_bwd_v2_cp_async_ring<T, NV><<<grid, pl.groups * pl.tpr, pl.smem, l.stream>>>(
+            x, gamma, dy, a.rstd, static_cast<T*>(a.dx), part, a.rows, cols, pl.tpr);
+      else
+        layernorm_bwd_v4_cp_async_ring<T, NV><<<grid, pl.groups * pl.tpr, pl.smem, l.stream>>>(
+            x, gamma, dy, a.mean, a.rstd, static_cast<T*>(a.dx), part, part + static_cast<i64>(blocks) * cols, a.rows,
+            cols, pl.tpr);
     };
     if (pl.nv == 1) go.template operator()<1>();
     else if constexpr (VEC * 2 <= 8) go.template operator()<2>();
@@ -269,7 +298,15 @@ KLAB_REGISTER(klab::register_impl({.op = "layernorm_backward", .name = "v4_cp_as
                                    .kind = klab::ImplKind::cuda,
                                    .supports = supports_v4,
                                    .workspace = ln_bwd_partials_workspace,
-                                   .run = run_v4_cp_async_ring,
+                                   .run = run_ring<false>,
+                                   .kernels = {"layernorm_bwd_column_sums"}}));
+KLAB_REGISTER(klab::register_impl({.op = "rmsnorm_backward", .name = "v2_cp_async_ring",
+                                   .summary = "layernorm_backward's v4_cp_async_ring without the mean, c1 and "
+                                              "dbeta: x and dy two rows ahead in a cp.async ring",
+                                   .kind = klab::ImplKind::cuda,
+                                   .supports = supports_v4,
+                                   .workspace = ln_bwd_partials_workspace,
+                                   .run = run_ring<true>,
                                    .kernels = {"layernorm_bwd_column_sums"}}));
 
 }  // namespace lesson08
