@@ -10,6 +10,8 @@
 //                       loads): mean from one block sum, then the variance from a second sum
 //                       of (x - mean)^2 over the same registers (two passes, no second read),
 //                       and y written from them. Rows up to 32,768 elements.
+//   triton              layernorm_triton.py: one program a row, the row as one block of
+//                       the smallest compiled width that holds it (up to 32,768).
 //   v1_block_registers  (op rmsnorm) v2 without the mean: one block sum of x^2 over the
 //                       registers, y = x * rstd * gamma, rstd saved. Same limits.
 //
@@ -34,7 +36,9 @@
 #include "klab/error.hpp"
 #include "klab/kernels.cuh"
 #include "klab/op.hpp"
+#include "klab/triton.hpp"
 #include "layernorm.cuh"
+#include "layernorm_triton.h"
 
 // The op (inputs, reference, tolerances, shapes): layernorm_ops.cu.
 
@@ -271,6 +275,42 @@ std::string supports_v2(const klab::Problem& p) {
 }
 
 // ============================================================================================
+// triton
+// ============================================================================================
+
+// layernorm_triton.py: one program a row, the row as one block of the smallest compiled
+// width that holds it.
+std::string supports_triton(const klab::Problem& p) {
+  if (p.shape[1] > 32768) return "rows longer than 32,768 elements (the widest block compiled)";
+  if (p.shape[0] > 0x7fffffff) return "too many rows for one grid";
+  return klab::triton_supported();
+}
+
+void run_triton(const klab::Launch& l) {
+#if KLAB_HAVE_TRITON
+  const LnArgs a = ln_args(l);
+  if (a.rows == 0) return;
+  klab::triton_prepare();
+  const auto ptr = [](const void* q) { return reinterpret_cast<CUdeviceptr>(q); };
+  const CUdeviceptr x = ptr(a.x), g = ptr(a.gamma), b = ptr(a.beta), y = ptr(a.y), m = ptr(a.mean), r = ptr(a.rstd);
+  const auto rows = static_cast<std::int32_t>(a.rows), cols = static_cast<std::int32_t>(a.cols);
+  const bool f32 = l.problem.dtype == klab::DType::f32;
+  CUresult rc;
+  if (cols <= 1024) rc = f32 ? tr_layernorm_f32_1024_default(l.stream, x, g, b, y, m, r, rows, cols, kEps)
+                             : tr_layernorm_bf16_1024_default(l.stream, x, g, b, y, m, r, rows, cols, kEps);
+  else if (cols <= 4096) rc = f32 ? tr_layernorm_f32_4096_default(l.stream, x, g, b, y, m, r, rows, cols, kEps)
+                                  : tr_layernorm_bf16_4096_default(l.stream, x, g, b, y, m, r, rows, cols, kEps);
+  else if (cols <= 16384) rc = f32 ? tr_layernorm_f32_16384_default(l.stream, x, g, b, y, m, r, rows, cols, kEps)
+                                   : tr_layernorm_bf16_16384_default(l.stream, x, g, b, y, m, r, rows, cols, kEps);
+  else rc = f32 ? tr_layernorm_f32_32768_default(l.stream, x, g, b, y, m, r, rows, cols, kEps)
+                : tr_layernorm_bf16_32768_default(l.stream, x, g, b, y, m, r, rows, cols, kEps);
+  KLAB_CHECK_CU(rc);
+#else
+  (void)l;
+#endif
+}
+
+// ============================================================================================
 // Registration
 // ============================================================================================
 
@@ -286,6 +326,12 @@ KLAB_REGISTER(klab::register_impl({.op = "layernorm", .name = "v2_block_register
                                    .kind = klab::ImplKind::cuda,
                                    .supports = supports_v2,
                                    .run = run_v2_block_registers}));
+KLAB_REGISTER(klab::register_impl({.op = "layernorm", .name = "triton",
+                                   .summary = "Triton, one program a row: the row as one block, mean and "
+                                              "variance in two passes over it",
+                                   .kind = klab::ImplKind::triton,
+                                   .supports = supports_triton,
+                                   .run = run_triton}));
 KLAB_REGISTER(klab::register_impl({.op = "rmsnorm", .name = "v1_block_registers",
                                    .summary = "layernorm's v2_block_registers without the mean: the row in "
                                               "registers, one block sum of x^2, one read and one write",
