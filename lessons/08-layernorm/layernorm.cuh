@@ -7,7 +7,9 @@
 #include <cstddef>
 #include <cstdint>
 #include <string>
+#include <vector>
 
+#include "klab/compare.hpp"
 #include "klab/op.hpp"
 #include "klab/tensor.hpp"
 
@@ -65,6 +67,15 @@ inline LnBwdArgs rms_bwd_args(const klab::Launch& l) {
 // both accept.
 void fill_layernorm_x(const klab::Problem& p, std::uint64_t seed, klab::HostTensor& x);
 std::string validate_layernorm_shape(const klab::Problem& p);
+
+// From layernorm_ops.cu and layernorm_backward_ops.cu, for rmsnorm's ops too: the test
+// shapes (the two files say why each is there), the tolerance of a parameter gradient summed
+// over `rows` fp32 terms each at most `term_bound`, and the allowance for dx of a one-column
+// row, which is 0 in exact arithmetic (layernorm_backward_ops.cu derives both).
+std::vector<klab::Dims> layernorm_test_shapes();
+std::vector<klab::Dims> layernorm_backward_test_shapes();
+klab::Tolerance column_sum_tolerance(std::int64_t rows, double term_bound);
+void allow_zero_dx(klab::Tolerance& t, double atol);
 
 // From layernorm_backward.cu, for the versions beside it (layernorm_backward_ring.cu):
 // dgamma[c] and dbeta[c] as the sums of `parts` partial rows (part: dgamma's, then dbeta's,

@@ -442,38 +442,33 @@ void run_fused(const klab::Launch& l) {
     const bool vec_ok = cols % VEC16 == 0 && klab::aligned16(a.x) && klab::aligned16(a.dy) &&
                         klab::aligned16(a.gamma) && klab::aligned16(a.dx);
     const auto go = [&]<int VEC, int NV>(const FusedPlan& pl) {
-      const auto kernel = ATOMIC ? layernorm_bwd_v3_fused_atomics<T, VEC, NV> : layernorm_bwd_v2_fused_partials<T, VEC, NV>;
-      if constexpr (RMS) {                          // the same plan, launch and workspace
-        const auto rms = rmsnorm_bwd_v1_fused_partials<T, VEC, NV>;
-        static const bool rms_opted_in = [&] {
-          KLAB_CHECK_CUDA(cudaFuncSetAttribute(rms, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                               static_cast<int>(sizeof(float)) * 2 * 1024 * NV * VEC));
-          return true;
-        }();
-        (void)rms_opted_in;
-        blocks = fused_blocks(reinterpret_cast<const void*>(rms), pl, a.rows);
-        KLAB_REQUIRE(static_cast<std::size_t>(blocks) * 2 * sizeof(float) * cols <= l.workspace_bytes,
-                     "rmsnorm_backward: more partials than the workspace holds");
-        rms<<<static_cast<unsigned>(blocks), pl.groups * pl.tpr, pl.smem, l.stream>>>(
-            static_cast<const T*>(a.x), static_cast<const T*>(a.gamma), static_cast<const T*>(a.dy), a.rstd,
-            static_cast<T*>(a.dx), part, a.rows, cols, pl.tpr);
-        return;
-      }
+      const void* fn = RMS      ? reinterpret_cast<const void*>(rmsnorm_bwd_v1_fused_partials<T, VEC, NV>)
+                       : ATOMIC ? reinterpret_cast<const void*>(layernorm_bwd_v3_fused_atomics<T, VEC, NV>)
+                                : reinterpret_cast<const void*>(layernorm_bwd_v2_fused_partials<T, VEC, NV>);
       // Once an instantiation: the most s_acc any width gives it (1024 threads' slots).
       static const bool opted_in = [&] {
         constexpr int most = static_cast<int>(sizeof(float)) * 2 * 1024 * NV * VEC;
-        KLAB_CHECK_CUDA(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, most));
+        KLAB_CHECK_CUDA(cudaFuncSetAttribute(fn, cudaFuncAttributeMaxDynamicSharedMemorySize, most));
         return true;
       }();
       (void)opted_in;
-      blocks = fused_blocks(reinterpret_cast<const void*>(kernel), pl, a.rows);
+      blocks = fused_blocks(fn, pl, a.rows);
       KLAB_REQUIRE(ATOMIC || static_cast<std::size_t>(blocks) * 2 * sizeof(float) * cols <= l.workspace_bytes,
-                   "layernorm_backward: more partials than the workspace holds");
-      float* dg = ATOMIC ? a.dgamma : part;
-      float* db = ATOMIC ? a.dbeta : part + static_cast<i64>(blocks) * cols;
-      kernel<<<static_cast<unsigned>(blocks), pl.groups * pl.tpr, pl.smem, l.stream>>>(
-          static_cast<const T*>(a.x), static_cast<const T*>(a.gamma), static_cast<const T*>(a.dy), a.mean, a.rstd,
-          static_cast<T*>(a.dx), dg, db, a.rows, cols, pl.tpr);
+                   "fused_partials: more partials than the workspace holds");
+      const auto grid = static_cast<unsigned>(blocks);
+      const auto* x = static_cast<const T*>(a.x);
+      const auto* gamma = static_cast<const T*>(a.gamma);
+      const auto* dy = static_cast<const T*>(a.dy);
+      auto* dx = static_cast<T*>(a.dx);
+      if constexpr (RMS)
+        rmsnorm_bwd_v1_fused_partials<T, VEC, NV><<<grid, pl.groups * pl.tpr, pl.smem, l.stream>>>(
+            x, gamma, dy, a.rstd, dx, part, a.rows, cols, pl.tpr);
+      else if constexpr (ATOMIC)
+        layernorm_bwd_v3_fused_atomics<T, VEC, NV><<<grid, pl.groups * pl.tpr, pl.smem, l.stream>>>(
+            x, gamma, dy, a.mean, a.rstd, dx, a.dgamma, a.dbeta, a.rows, cols, pl.tpr);
+      else
+        layernorm_bwd_v2_fused_partials<T, VEC, NV><<<grid, pl.groups * pl.tpr, pl.smem, l.stream>>>(
+            x, gamma, dy, a.mean, a.rstd, dx, part, part + static_cast<i64>(blocks) * cols, a.rows, cols, pl.tpr);
     };
     const auto by_vec = [&]<int VEC>() {
       const FusedPlan pl = plan_fused(cols, VEC);

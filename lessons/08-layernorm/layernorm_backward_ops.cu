@@ -28,7 +28,7 @@
 //   dgamma  2^-22 rows 4.4   (0.069 at 65,537 rows, where one row's term reaches 4)
 //   dbeta   2^-22 rows 1
 //   bf16 dx: its output rounding, 2^-9 relative, dominates: the dtype's default.
-//   (and max_rel_l2 for dgamma, dbeta: tolerance() derives it)
+//   (and max_rel_l2 for dgamma, dbeta: column_sum_tolerance derives it)
 // Each of these fails: dx without c2 (off by xhat * c2, ~0.02 at 768 columns), a row's
 // term missing from dgamma or dbeta, a column's sum written to its neighbour.
 #include <algorithm>
@@ -45,6 +45,35 @@
 #include "layernorm.cuh"
 
 namespace lesson08 {
+// The forward's edge shapes (layernorm_test_shapes): no rows (dgamma and dbeta are then 0,
+// and must be written), one element, odd and prime widths, GPT-2's 768, the widest row the
+// fused versions hold (16384) and one past it, a long row, and x with a flat index past
+// 2^31 in rows every version holds (8192 columns; f32 only, as the forward).
+std::vector<klab::Dims> layernorm_backward_test_shapes() {
+  return {{0, 768},   {1, 1},     {1, 7},    {3, 129},   {127, 1023}, {1000, 3},      {257, 768},
+          {7, 4097},  {33, 8191}, {9, 16384}, {3, 16388}, {2, 131072}, {262147, 8192}};
+}
+
+// dgamma (terms dy * xhat, |.| < 4.4) and dbeta (dy, < 1): the bound above, 2^-22 rows T,
+// with the dtype's floor for a few rows. Its rel-L2: the same walk over all columns, its rms
+// relative to the sums' rms (sqrt(rows) times the terms' rms, 0.58) is
+// u (T / 0.58) sqrt(rows / 6), 1.4e-4 at 65,537 rows for three standard deviations; a row
+// left out costs 1 / sqrt(rows), 0.004 there.
+klab::Tolerance column_sum_tolerance(std::int64_t rows, double term_bound) {
+  const double n = static_cast<double>(rows);
+  klab::Tolerance t = klab::default_tolerance(klab::DType::f32);
+  t.atol = std::max(std::ldexp(n * term_bound, -22), 1e-6);
+  t.max_rel_l2 = std::max(t.max_rel_l2, std::ldexp(std::sqrt(n), -20));
+  return t;
+}
+
+// The rel-L2 of a zero reference is the rms error itself (ref_scale 1), held to atol too.
+void allow_zero_dx(klab::Tolerance& t, double atol) {
+  t.atol = std::max(t.atol, atol);
+  t.ref_scale = 1;
+  t.max_rel_l2 = std::max(t.max_rel_l2, atol);
+}
+
 namespace {
 
 using i64 = std::int64_t;
@@ -123,27 +152,13 @@ klab::Reference reference(const klab::Problem& p, const klab::Inputs& in) {
 }
 
 klab::Tolerance tolerance(const klab::Problem& p, int output) {
-  const double rows = static_cast<double>(p.shape[0]);
-  klab::Tolerance t = klab::default_tolerance(output == 0 ? p.dtype : klab::DType::f32);
-  if (output == 0 && p.dtype == klab::DType::f32) t.atol = 3e-5;
-  if (output == 0 && p.shape[1] == 1) {
-    // One column: var = 0 and rstd = 1 / sqrt(eps) = 316, and dx = rstd (g - c1) is 0 in
-    // exact arithmetic. A kernel whose g - c1 keeps the product's rounding (an FMA contracts
-    // dy * gamma - c1) is off by up to rstd * 2^-24 * |g| < 2.9e-5 (measured: 1.5e-5); the
-    // rel-L2 of a zero reference is the rms error itself (ref_scale 1).
-    t.atol = std::max(t.atol, 1e-4);
-    t.ref_scale = 1;
-    t.max_rel_l2 = std::max(t.max_rel_l2, 1e-4);
-  }
-  if (output == 1) t.atol = std::ldexp(rows * 4.4, -22);
-  if (output == 2) t.atol = std::ldexp(rows * 1.0, -22);
-  if (output > 0) {
-    t.atol = std::max(t.atol, 1e-6);   // a few rows: the dtype's floor
-    // The same walk over all columns: its rms relative to the sums' rms (sqrt(rows) times
-    // the terms' rms, 0.58) is u (T / 0.58) sqrt(rows / 6), 1.4e-4 at 65,537 rows for three
-    // standard deviations; a row left out costs 1 / sqrt(rows), 0.004 there.
-    t.max_rel_l2 = std::max(t.max_rel_l2, std::ldexp(std::sqrt(rows), -20));
-  }
+  if (output > 0) return column_sum_tolerance(p.shape[0], output == 1 ? 4.4 : 1.0);   // dgamma, dbeta
+  klab::Tolerance t = klab::default_tolerance(p.dtype);
+  if (p.dtype == klab::DType::f32) t.atol = 3e-5;
+  // One column: var = 0 and rstd = 1 / sqrt(eps) = 316, and dx = rstd (g - c1) is 0 in
+  // exact arithmetic. A kernel whose g - c1 keeps the product's rounding (an FMA contracts
+  // dy * gamma - c1) is off by up to rstd * 2^-24 * |g| < 2.9e-5 (measured: 1.5e-5).
+  if (p.shape[1] == 1) allow_zero_dx(t, 1e-4);
   return t;
 }
 
@@ -154,13 +169,7 @@ klab::Op make_layernorm_backward_op() {
   op.summary = "dx, dgamma, dbeta of layernorm from dy and the saved mean and rstd";
   op.dims = {"rows", "cols"};
   op.dtypes = {klab::DType::f32, klab::DType::bf16};
-  // The forward's edge shapes: no rows (dgamma and dbeta are then 0, and must be written),
-  // one element, odd and prime widths, GPT-2's 768, the widest row v2 holds (16384) and one
-  // past it, a long row, and x with a flat index past 2^31 in rows every version holds
-  // (8192 columns; f32 only, as the forward).
-  op.test_shapes = {{0, 768},    {1, 1},    {1, 7},     {3, 129},   {127, 1023}, {1000, 3},
-                    {257, 768},  {7, 4097}, {33, 8191}, {9, 16384}, {3, 16388},  {2, 131072},
-                    {262147, 8192}};
+  op.test_shapes = layernorm_backward_test_shapes();
   op.bench_shapes = {{8192, 768}, {8192, 4096}, {4096, 16384}};
   op.baseline = "v1_dx_then_column_sums";
   op.tour = {"v1_dx_then_column_sums", "v2_fused_partials"};

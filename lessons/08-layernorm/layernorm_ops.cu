@@ -65,6 +65,14 @@ void fill_layernorm_x(const klab::Problem& p, std::uint64_t seed, klab::HostTens
       cols);
 }
 
+// No rows, one element, one row, odd and prime widths, widths past a warp's and a block's
+// natural tile, GPT-2's 768, the widest row a block holds in registers (32768) and one past
+// it, a long row, and x with a flat index past 2^31 (f32 only: validate_layernorm_shape).
+std::vector<klab::Dims> layernorm_test_shapes() {
+  return {{0, 768},   {1, 1},     {1, 7},    {3, 129},   {127, 1023}, {1000, 3},     {257, 768},
+          {7, 4097},  {33, 8191}, {9, 32768}, {3, 32772}, {2, 131072}, {65537, 32768}};
+}
+
 std::string validate_layernorm_shape(const klab::Problem& p) {
   if (p.shape[0] < 0) return "rows must be >= 0";
   if (p.shape[1] < 1) return "cols must be >= 1 (a row's mean needs an element)";
@@ -128,12 +136,7 @@ klab::Op make_layernorm_op() {
   op.summary = "y = (x - mean) * rstd * gamma + beta per row; mean and rstd saved for the backward";
   op.dims = {"rows", "cols"};
   op.dtypes = {klab::DType::f32, klab::DType::bf16};
-  // No rows, one element, one row, odd and prime widths, widths past a warp's and a block's
-  // natural tile, GPT-2's 768, the widest row a block holds in registers (32768) and one
-  // past it, a long row, and x with a flat index past 2^31 (f32 only: see validate).
-  op.test_shapes = {{0, 768},    {1, 1},    {1, 7},     {3, 129},  {127, 1023}, {1000, 3},
-                    {257, 768},  {7, 4097}, {33, 8191}, {9, 32768}, {3, 32772}, {2, 131072},
-                    {65537, 32768}};
+  op.test_shapes = layernorm_test_shapes();
   // GPT-2 small's activations (8192 tokens x 768 channels) and two wider ones.
   op.bench_shapes = {{8192, 768}, {8192, 4096}, {4096, 16384}};
   op.baseline = "v1_warp_welford";
