@@ -83,6 +83,10 @@ mm = module("lessons/05-matmul/matmul_triton.py")
 same("lessons/05-matmul/matmul_triton_impl.cu kTritonNames",
      re.findall(r'"([^"]+)"', block("lessons/05-matmul/matmul_triton_impl.cu", "kTritonNames")),
      [f"{bm}x{bn}x{bk}/{w}w/{st}st/g{gm}" for bm, bn, bk, gm, w, st in mm.CONFIGS])
+lm = module("lessons/06-kernel-fusion/linear_triton.py")
+same("lessons/06-kernel-fusion/linear_triton_impl.cu kTritonNames",
+     re.findall(r'"([^"]+)"', block("lessons/06-kernel-fusion/linear_triton_impl.cu", "kTritonNames")),
+     [f"{bm}x{bn}x{bk}/{w}w/{st}st/g{gm}" for bm, bn, bk, gm, w, st in lm.CONFIGS])
 sm = module("lessons/04-softmax/softmax_triton.py")
 same("lessons/04-softmax/softmax_triton.cu kRowTiles",
      [(int(b), [int(w) for w in ws.split(",")])

@@ -223,6 +223,17 @@ void run_v19_tma_store_4st(const klab::Launch& l);        // v19 with 4 stages, 
 void run_v17_splitk_wgmma(const klab::Launch& l);            // matmul_splitk.cu
 std::size_t workspace_v17_splitk_wgmma(const klab::Problem& p);
 
+// ---- the fp64 reference and its tolerances (matmul_ops.cu; lesson 06 uses them too) ------
+// C (M, N) = A · B in fp64 from host tensors in any layout (a_kmaj / b_kmaj as the variant
+// says), A and B read from element offsets a_off and b_off, on all host cores.
+void reference_gemm(const klab::HostTensor& A, const klab::HostTensor& B, std::int64_t a_off, std::int64_t b_off,
+                    int M, int N, int K, bool a_kmaj, bool b_kmaj, double* C);
+// The tolerance of a K-deep product for each dtype (matmul_ops.cu's header derives it).
+klab::Tolerance gemm_tolerance(klab::DType t, std::int64_t K);
+// 2048 random flat positions of an (M, N) output, its corners, and 64 each of its last row
+// and column: where a sampled check looks when the full reference is too slow.
+std::vector<std::int64_t> sample_positions(std::int64_t M, std::int64_t N, std::uint64_t seed);
+
 // The typical size of an output of a K-term dot product of inputs uniform in [-1, 1).
 inline double sigma_k(std::int64_t K) { return std::sqrt(static_cast<double>(K)) / 3.0; }
 

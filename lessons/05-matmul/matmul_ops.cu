@@ -93,6 +93,9 @@ std::string validate_dims(const Problem& p, std::size_t rank) {
   return "";
 }
 
+}  // namespace
+
+// Exported (matmul.cuh): lesson 06 checks its fused linear layers with them.
 // ---- CPU reference (fp64) ---------------------------------------------------------------
 
 // One matrix product in fp64 from host tensors in any of the three layouts. The operands
@@ -139,10 +142,14 @@ klab::Tolerance gemm_tolerance(DType t, std::int64_t K) {
   return {std::ldexp(s, -12), std::ldexp(1.0, -16), std::ldexp(1.0, -14), s};
 }
 
+namespace {
+
 void generate_uniform(const Problem&, std::uint64_t seed, Inputs& in) {
   for (std::size_t i = 0; i < in.tensors.size(); ++i)
     klab::fill_uniform(in.tensors[i], klab::derive_seed(seed, i), -1.0, 1.0);
 }
+
+}  // namespace
 
 // Sampled output positions for shapes whose full reference is too slow: 2048 random
 // elements, the four corners, and 64 elements each of the last row and the last column
@@ -163,6 +170,8 @@ std::vector<std::int64_t> sample_positions(std::int64_t M, std::int64_t N, std::
   idx.erase(std::unique(idx.begin(), idx.end()), idx.end());
   return idx;
 }
+
+namespace {
 
 klab::SampledReference sampled_gemm(const Problem& p, const Inputs& in, std::uint64_t seed) {
   const Shape s = shape_of(p);
