@@ -10,6 +10,15 @@
 // are never stored). NoEpilogue, lesson 05's, changes nothing. Lesson 06 fuses a bias and
 // an activation here (its linear_bias_act op).
 //
+// An epilogue may also declare `static constexpr int kSmemBytes` (per MMA warpgroup) and
+//   __device__ void load_tile(unsigned char* s_epi, int n0, int t) const;
+//   template <int ACC> __device__ void apply(float (&r_acc)[ACC], int row, int col,
+//                                            const unsigned char* s_epi) const;
+// load_tile runs on each thread t (0..127) of an MMA warpgroup as the tile starts and may
+// issue cp.async copies (or plain shared stores) into its kSmemBytes at s_epi (a bias row,
+// say); they land while the main loop runs, and apply() reads them after a warpgroup barrier. The copies never hold a
+// register through the main loop, and apply() never waits on global memory.
+//
 // Everything here is in an anonymous namespace inside lesson05: each file that includes it
 // compiles its own instances, so two lessons never share a kernel symbol.
 #pragma once
@@ -24,6 +33,7 @@
 #include <type_traits>
 
 #include "klab/device.hpp"
+#include "klab/device/cp_async.cuh"
 #include "klab/device/mbarrier.cuh"
 #include "klab/device/tma.cuh"
 #include "klab/device/wgmma.cuh"
@@ -91,6 +101,13 @@ struct NoEpilogue {
   template <int ACC>
   __device__ __forceinline__ void apply(float (&)[ACC], int, int) const {}
 };
+
+// The shared memory an epilogue asks for, per MMA warpgroup (0: none).
+template <class Epi>
+constexpr int epi_smem_bytes() {
+  if constexpr (requires { Epi::kSmemBytes; }) return Epi::kSmemBytes;
+  else return 0;
+}
 
 // Register split of the warp-specialized kernels: 128 x 40 + 256 x 232 <= 64K registers.
 constexpr int kProducerRegs = 40, kConsumerRegs = 232;
@@ -226,6 +243,8 @@ __global__ void __launch_bounds__(Cfg::NT, 1)
   const uint32_t s_ctile = s_stages + STAGES * Cfg::STAGE_BYTES;  // C_BYTES (TMA_STORE)
   const uint32_t s_full = s_ctile + Cfg::C_BYTES;                   // STAGES mbarriers of 8 bytes
   const uint32_t s_empty = s_full + STAGES * 8;
+  constexpr int EPI_SMEM = epi_smem_bytes<Epi>();  // the epilogue's, per MMA warpgroup, 16-aligned
+  const uint32_t s_epi_all = (s_empty + STAGES * 8 + 15u) & ~15u;
   auto stage_a = [&](int s) { return s_stages + s * Cfg::STAGE_BYTES; };
 
   const int wg = threadIdx.x / 128, warp_in_wg = (threadIdx.x / 32) % 4, lane = threadIdx.x % 32;
@@ -282,8 +301,14 @@ __global__ void __launch_bounds__(Cfg::NT, 1)
   };
   float r_acc[Cfg::ACC];
   int j = 0;
+  const uint32_t s_epi = s_epi_all + w * EPI_SMEM;
   for (int t = first; t < units_total; t += stride) {
     const Tile tl = tile_at<Cfg>(t, g, units_m, tiles_n, rank);
+    if constexpr (EPI_SMEM > 0) {  // the last tile's apply() has read its staging area
+      klab::named_barrier_sync(1 + w, 128);
+      epi.load_tile(s_raw + (s_epi - klab::smem_u32(s_raw)), tl.n0, threadIdx.x % 128);
+      klab::cp_async_commit();
+    }
     if (!Cfg::WS && threadIdx.x == 0)
       for (int kt = 0; kt < min(STAGES, tl.k_tiles); ++kt) produce(kt, tl, kt);
     if constexpr (!Cfg::WS) __syncwarp();
@@ -314,7 +339,14 @@ __global__ void __launch_bounds__(Cfg::NT, 1)
     klab::wgmma_fence_acc(r_acc);
     if (tl.k_tiles > 0 && lane == 0) release(s_empty + 8 * ((j - 1) % STAGES));
     // The fused epilogue (an epilogue type of another lesson), on the fp32 accumulators.
-    epi.apply(r_acc, tl.m0 + w * 64 + warp_in_wg * 16 + lane / 4, tl.n0 + 2 * (lane % 4));
+    const int e_row = tl.m0 + w * 64 + warp_in_wg * 16 + lane / 4, e_col = tl.n0 + 2 * (lane % 4);
+    if constexpr (EPI_SMEM > 0) {
+      klab::cp_async_wait<0>();
+      klab::named_barrier_sync(1 + w, 128);  // every thread's copies of this tile have landed
+      epi.apply(r_acc, e_row, e_col, s_raw + (s_epi - klab::smem_u32(s_raw)));
+    } else {
+      epi.apply(r_acc, e_row, e_col);
+    }
 
     if constexpr (Cfg::TMA_STORE && sizeof(TC) == 2) {
       if (tma_store) {
@@ -390,7 +422,10 @@ void launch_wgmma(const GemmArgs& g, const std::string& variant, int batch, cuda
     cluster.id = cudaLaunchAttributeClusterDimension;
     cluster.val.clusterDim = {static_cast<unsigned>(Cfg::CLUSTER), 1, 1};
     cfg.blockDim = dim3(Cfg::NT);
-    cfg.dynamicSmemBytes = Cfg::SMEM_BYTES;
+    // The epilogue's staging areas after the mbarriers, 16-aligned.
+    constexpr int smem = Cfg::SMEM_BYTES + (epi_smem_bytes<Epi>() > 0 ? 16 + Cfg::CONSUMERS * epi_smem_bytes<Epi>() : 0);
+    static_assert(smem <= 227 * 1024, "the epilogue's shared memory does not fit beside the stages");
+    cfg.dynamicSmemBytes = smem;
     cfg.stream = s;
     cfg.attrs = &cluster;
     cfg.numAttrs = Cfg::CLUSTER > 1 ? 1 : 0;
@@ -398,7 +433,7 @@ void launch_wgmma(const GemmArgs& g, const std::string& variant, int batch, cuda
     // blocks — clusters of CLUSTER — fit on the GPU at once: that many walk the tiles.
     static int resident = 0;
     if (resident == 0) {
-      KLAB_CHECK_CUDA(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, Cfg::SMEM_BYTES));
+      KLAB_CHECK_CUDA(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, smem));
       resident = klab::device_info().sms;
       if constexpr (Cfg::CLUSTER > 1) {
         cfg.gridDim = dim3(Cfg::CLUSTER * resident);

@@ -14,6 +14,7 @@
 #include <cstdint>
 #include <string>
 
+#include "klab/device/cp_async.cuh"
 #include "klab/error.hpp"
 #include "klab/op.hpp"
 
@@ -76,44 +77,46 @@ __device__ __forceinline__ float activate(float v) {
 }
 
 // Lesson 05's Hopper matmul calls apply() on each MMA thread's accumulators before it stores
-// them (matmul_wgmma.cuh: r_acc[4j + 2h + e] is output (row + 8h, col + 8j + e)). The bias of
-// a column is the same for the thread's two rows, and a thread's two columns col + 8j and
-// col + 8j + 1 are adjacent with col + 8j even: one 4-byte load brings both biases (the
-// harness's b is 256-byte aligned). The loads go out CH at a time, unconditionally where the
-// whole tile lies inside N, before any of them is used: a load consumed at once, or one
-// behind a branch, makes each thread wait out its latency 32 times a tile (ncu showed the
-// first use of each bias, a PRMT, and the branches around the loads as the epilogue's top
-// stalls). Columns past N read no bias: they are never stored.
+// them (matmul_wgmma.cuh: r_acc[4j + 2h + e] is output (row + 8h, col + 8j + e)). The tile's
+// bias row is copied into shared memory by cp.async as the tile starts (load_tile: 32
+// threads, 16 bytes each, zeros past N), so it lands while the main loop runs; apply()
+// then reads each column pair's two biases with one 4-byte shared load (col + 8j is even).
+// Read from global memory inside apply(), the biases cost their latency after the last MMA,
+// with the tensor cores idle: ncu put the first use of each loaded bias and the branches
+// around the loads at the top of the epilogue's stalls.
 template <Act A>
 struct EpiBiasAct {
   const bf16* g_bias;
   int N;
-  static constexpr int CH = 8;  // bias loads in flight at once
-  template <int ACC>
-  __device__ __forceinline__ void apply(float (&r_acc)[ACC], int, int col) const {
-    static_assert((ACC / 4) % CH == 0, "whole chunks of column groups");
-    const bool whole = col + 8 * (ACC / 4 - 1) + 1 < N;  // every column of this thread inside N
+  static constexpr int kTileCols = 256;                  // the widest tile (lesson 05's BN)
+  static constexpr int kSmemBytes = kTileCols * 2;       // its bias row, bf16
+  // A chunk that reaches past N is written element by element with plain loads and shared
+  // stores (zeros past N): cp.async's zero-fill would still name 16 bytes of b, past the end
+  // of its allocation at the last chunk, which compute-sanitizer's memcheck reports.
+  __device__ __forceinline__ void load_tile(unsigned char* s_epi, int n0, int t) const {
+    if (t < kTileCols / 8) {
+      const int n = n0 + 8 * t;                          // 8 bf16 = 16 bytes a thread
+      bf16* s_bias = reinterpret_cast<bf16*>(s_epi) + 8 * t;
+      if (n + 8 <= N) {
+        klab::cp_async_16_full(klab::smem_u32(s_bias), g_bias + n);
+      } else {
 #pragma unroll
-    for (int j0 = 0; j0 < ACC / 4; j0 += CH) {
-      float2 r_b[CH];
-#pragma unroll
-      for (int c = 0; c < CH; ++c) {
-        const int n = col + 8 * (j0 + c);
-        if (whole) {
-          r_b[c] = __bfloat1622float2(*reinterpret_cast<const __nv_bfloat162*>(g_bias + n));
-        } else {
-          r_b[c].x = n < N ? __bfloat162float(g_bias[n]) : 0.f;
-          r_b[c].y = n + 1 < N ? __bfloat162float(g_bias[n + 1]) : 0.f;
-        }
+        for (int k = 0; k < 8; ++k) s_bias[k] = n + k < N ? g_bias[n + k] : __float2bfloat16_rn(0.f);
       }
+    }
+  }
+  template <int ACC>
+  __device__ __forceinline__ void apply(float (&r_acc)[ACC], int, int col, const unsigned char* s_epi) const {
+    static_assert(2 * ACC <= kTileCols, "the tile is wider than the staged bias row");
+    const auto* s_bias = reinterpret_cast<const __nv_bfloat162*>(s_epi);
+    const int c0 = (col % (2 * ACC)) / 2;                // this thread's first column pair in the tile
 #pragma unroll
-      for (int c = 0; c < CH; ++c) {
-        const int j = j0 + c;
+    for (int j = 0; j < ACC / 4; ++j) {
+      const float2 b = __bfloat1622float2(s_bias[c0 + 4 * j]);  // columns col + 8j, col + 8j + 1
 #pragma unroll
-        for (int h = 0; h < 2; ++h) {
-          r_acc[4 * j + 2 * h] = activate<A>(r_acc[4 * j + 2 * h] + r_b[c].x);
-          r_acc[4 * j + 2 * h + 1] = activate<A>(r_acc[4 * j + 2 * h + 1] + r_b[c].y);
-        }
+      for (int h = 0; h < 2; ++h) {
+        r_acc[4 * j + 2 * h] = activate<A>(r_acc[4 * j + 2 * h] + b.x);
+        r_acc[4 * j + 2 * h + 1] = activate<A>(r_acc[4 * j + 2 * h + 1] + b.y);
       }
     }
   }

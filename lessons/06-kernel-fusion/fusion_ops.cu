@@ -109,6 +109,7 @@ klab::Op make_linear_op() {
   // K is the row pitch of both operands: the Hopper versions need it a multiple of 8 (TMA);
   // N, C's pitch, need not be (the TMA store then gives way to stores from registers).
   op.test_shapes = {
+      {1, 1, 1},         // one element everywhere (K = 1: Triton and cuBLASLt only)
       {1, 1, 8},         // the smallest product TMA can describe
       {0, 8, 8},         // empty output
       {8, 0, 8},
