@@ -14,6 +14,7 @@
 #include <cstdint>
 #include <string>
 
+#include "klab/compare.hpp"
 #include "klab/device/cp_async.cuh"
 #include "klab/error.hpp"
 #include "klab/op.hpp"
@@ -122,6 +123,9 @@ struct EpiBiasAct {
   }
 };
 #endif
+
+// The op's tolerance at depth K (fusion_ops.cu derives it).
+klab::Tolerance linear_tolerance(std::int64_t K);
 
 // ---- launchers (linear.cu) ------------------------------------------------------------
 // "" when lesson 05's Hopper matmul takes this linear_bias_act problem, else why not.

@@ -19,6 +19,7 @@
 #include <cuda_bf16.h>
 #include <cuda_runtime.h>
 
+#include <cmath>
 #include <cstdint>
 #include <string>
 
@@ -97,6 +98,16 @@ void launch_bias_act(bf16* y, const bf16* b, int64_t M, int N, Act a, cudaStream
   });
 }
 
+namespace {
+// v1 rounds x·Wᵀ to bf16 before the bias and activation: the op's tolerance with rel-L2
+// 2^-7 in place of 2^-8 (fusion_ops.cu's header derives the two roundings' worst case).
+klab::Tolerance tolerance_v1(const klab::Problem& p, int) {
+  klab::Tolerance t = linear_tolerance(p.shape[2]);
+  t.max_rel_l2 = std::ldexp(1.0, -7);
+  return t;
+}
+}  // namespace
+
 std::string supports_linear_wgmma(const klab::Problem& p) {
   klab::Problem mm = p;  // lesson 05's matmul problem of the same shape, layout nt
   mm.variant = "nt";
@@ -108,7 +119,7 @@ namespace {
 KLAB_REGISTER(klab::register_impl({.op = "linear_bias_act", .name = "v1_matmul_then_bias_act",
                                    .summary = "lesson 05's v19 matmul, then a kernel that reads y back for bias + act",
                                    .kind = klab::ImplKind::cuda, .supports = supports_linear_wgmma,
-                                   .run = run_v1_matmul_then_bias_act,
+                                   .run = run_v1_matmul_then_bias_act, .tolerance = tolerance_v1,
                                    .kernels = {"matmul_wgmma@NoEpilogue"}}));
 KLAB_REGISTER(klab::register_impl({.op = "linear_bias_act", .name = "v2_fused_epilogue",
                                    .summary = "bias + act on the fp32 accumulators before v19's TMA store",

@@ -1,14 +1,17 @@
 // lessons/06-kernel-fusion/linear_wgmma.cuh — the linear layer on lesson 05's Hopper matmul
-// (v19_tma_store's configuration: TMA, wgmma, a copy warpgroup, persistent clusters of two,
-// the TMA-store epilogue) with an epilogue of this lesson run on its accumulators.
+// (v19_tma_store's kernel: TMA, wgmma, a copy warpgroup, persistent clusters of two, the
+// TMA-store epilogue) with an epilogue of this lesson run on its accumulators, in 128 x 256
+// or 128 x 128 tiles, whichever fills the GPU's waves better.
 // linear.cu (v1, v2) and the exercise include it; each compiles its own instances.
 #pragma once
 
+#include <algorithm>
 #include <cstdint>
 
 #include "../05-matmul/matmul.cuh"
 #include "../05-matmul/matmul_wgmma.cuh"
 #include "fusion.cuh"
+#include "klab/device.hpp"
 #include "klab/op.hpp"
 
 namespace lesson06 {
@@ -28,6 +31,27 @@ inline lesson05::GemmArgs linear_gemm_args(const klab::Launch& l) {
   return g;
 }
 
+// Two tile widths of the same persistent kernel: lesson 05's v19 (128 x 256 tiles, 3 stages)
+// and 128 x 128 tiles with 5 stages (the C staging area is half the size).
+using CfgWide = lesson05::CfgV19;
+using CfgNarrow = lesson05::WgCfg<128, 5, true, true, 2, 1>;
+
+// The fraction of the last wave's clusters that have work when `units` work units (two
+// tiles stacked in M, one per CTA of a cluster) are spread over `clusters` resident clusters.
+inline double wave_efficiency(std::int64_t units, std::int64_t clusters) {
+  const std::int64_t waves = (units + clusters - 1) / clusters;
+  return waves == 0 ? 1.0 : static_cast<double>(units) / static_cast<double>(waves * clusters);
+}
+
+// Wave quantization: 8192 x 768 in 128 x 256 tiles is 96 units of two tiles on 66 clusters
+// (132 SMs), two waves of which the second is half empty; 128 x 128 tiles make 192 units, three
+// nearly full waves. The narrow tile is taken when it fills the waves clearly better (by a
+// tenth); otherwise the wide one, which reads each byte of x and W fewer times.
+inline bool narrow_tiles(std::int64_t M, std::int64_t N) {
+  const std::int64_t clusters = std::max(1, klab::device_info().sms / 2), m_units = (M + 255) / 256;
+  return wave_efficiency(m_units * ((N + 127) / 128), clusters) > wave_efficiency(m_units * ((N + 255) / 256), clusters) + 0.1;
+}
+
 // The matmul with epilogue `epi`. At K = 0 there is no product to run an epilogue on:
 // y = 0 goes through the lesson's bias-and-activation kernel instead.
 template <class Epi>
@@ -39,7 +63,8 @@ void launch_linear_wgmma(const klab::Launch& l, Epi epi) {
     launch_bias_act(static_cast<bf16*>(g.C), l.in.at(2).as<const bf16>(), g.M, g.N, act_of(l.problem.variant), l.stream);
     return;
   }
-  lesson05::launch_wgmma<lesson05::CfgV19, bf16, Epi>(g, "nt", 1, l.stream, epi);
+  if (narrow_tiles(g.M, g.N)) lesson05::launch_wgmma<CfgNarrow, bf16, Epi>(g, "nt", 1, l.stream, epi);
+  else lesson05::launch_wgmma<CfgWide, bf16, Epi>(g, "nt", 1, l.stream, epi);
 }
 
 }  // namespace lesson06
