@@ -234,6 +234,12 @@ klab::Tolerance gemm_tolerance(klab::DType t, std::int64_t K);
 // and column: where a sampled check looks when the full reference is too slow.
 std::vector<std::int64_t> sample_positions(std::int64_t M, std::int64_t N, std::uint64_t seed);
 
+// ---- the Triton tile configurations (matmul_triton_impl.cu; lesson 06's Triton too) -----
+// Of configurations named BMxBNxBK/<warps>w/<stages>st/..., the ones whose stages fit the
+// device's shared memory (all of them without a GPU): what an autotuned Triton tl.dot
+// kernel times on this device.
+std::vector<std::string> triton_tiles_that_fit(const std::vector<std::string>& names);
+
 // The typical size of an output of a K-term dot product of inputs uniform in [-1, 1).
 inline double sigma_k(std::int64_t K) { return std::sqrt(static_cast<double>(K)) / 3.0; }
 

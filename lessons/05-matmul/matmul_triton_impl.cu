@@ -27,6 +27,24 @@
 #endif
 
 namespace lesson05 {
+
+// The shared memory a configuration's stages take: stages x (BM + BN) x BK bf16 elements.
+std::size_t triton_stage_bytes(const std::string& name) {
+  int bm = 0, bn = 0, bk = 0, warps = 0, stages = 0;
+  KLAB_REQUIRE(std::sscanf(name.c_str(), "%dx%dx%d/%dw/%dst", &bm, &bn, &bk, &warps, &stages) == 5,
+               "triton matmul: malformed configuration name " + name);
+  return static_cast<std::size_t>(stages) * (bm + bn) * bk * 2;
+}
+
+std::vector<std::string> triton_tiles_that_fit(const std::vector<std::string>& names) {
+  const std::size_t limit = klab::device_info().smem_per_block_optin;
+  if (limit == 0) return names;
+  std::vector<std::string> out;
+  for (const auto& n : names)
+    if (triton_stage_bytes(n) <= limit) out.push_back(n);
+  return out;
+}
+
 namespace {
 
 // The configurations, by algo_id: CONFIGS in matmul_triton.py, in its order, as
@@ -38,25 +56,7 @@ const std::vector<std::string> kTritonNames = {"128x256x64/8w/3st/g8", "128x128x
                                                "128x256x64/8w/3st/g1", "128x256x64/8w/4st/g8",
                                                "256x128x64/8w/4st/g8"};
 
-// The shared memory a configuration's stages take: stages x (BM + BN) x BK bf16 elements.
-std::size_t stage_bytes(const std::string& name) {
-  int bm = 0, bn = 0, bk = 0, warps = 0, stages = 0;
-  KLAB_REQUIRE(std::sscanf(name.c_str(), "%dx%dx%d/%dw/%dst", &bm, &bn, &bk, &warps, &stages) == 5,
-               "triton matmul: malformed configuration name " + name);
-  return static_cast<std::size_t>(stages) * (bm + bn) * bk * 2;
-}
-
-// What the autotuner times for a problem, as Impl::candidates reports it: every linked
-// configuration whose stages fit the device's shared memory (the 4-stage ones need Hopper's
-// 227 KB), for every shape and layout (the kernel masks any shape). Without a GPU, all.
-std::vector<std::string> triton_candidates(const klab::Problem&) {
-  const std::size_t limit = klab::device_info().smem_per_block_optin;
-  if (limit == 0) return kTritonNames;
-  std::vector<std::string> out;
-  for (const auto& n : kTritonNames)
-    if (stage_bytes(n) <= limit) out.push_back(n);
-  return out;
-}
+std::vector<std::string> triton_candidates(const klab::Problem&) { return triton_tiles_that_fit(kTritonNames); }
 
 #if KLAB_HAVE_TRITON
 using Launcher = CUresult (*)(CUstream, CUdeviceptr, CUdeviceptr, CUdeviceptr, int32_t, int32_t, int32_t, int32_t,

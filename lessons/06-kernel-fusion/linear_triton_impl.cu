@@ -14,11 +14,12 @@
 
 #include <algorithm>
 #include <cstdint>
-#include <cstdio>
 #include <limits>
 #include <string>
 #include <vector>
 
+#include "../05-matmul/matmul.cuh"
+#include "fusion.cuh"
 #include "klab/autotune.hpp"
 #include "klab/device.hpp"
 #include "klab/error.hpp"
@@ -38,35 +39,17 @@ namespace {
 const std::vector<std::string> kTritonNames = {"128x256x64/8w/3st/g8", "128x128x64/4w/4st/g8",
                                                "128x256x64/8w/4st/g8", "64x128x64/4w/4st/g8"};
 
-// The variants, by their index in ACTS of linear_triton.py (the ACT constexpr of each launcher).
-const std::vector<std::string> kActivations = {"bias", "relu", "gelu", "silu"};
-
-// The index of a variant in kActivations, or -1.
-int activation_of(const std::string& v) {
-  const auto it = std::find(kActivations.begin(), kActivations.end(), v);
-  return it == kActivations.end() ? -1 : static_cast<int>(it - kActivations.begin());
-}
-
-// The shared memory a configuration's stages take: stages x (BM + BN) x BK bf16 elements.
-std::size_t stage_bytes(const std::string& name) {
-  int bm = 0, bn = 0, bk = 0, warps = 0, stages = 0;
-  KLAB_REQUIRE(std::sscanf(name.c_str(), "%dx%dx%d/%dw/%dst", &bm, &bn, &bk, &warps, &stages) == 5,
-               "triton linear_bias_act: malformed configuration name " + name);
-  return static_cast<std::size_t>(stages) * (bm + bn) * bk * 2;
-}
-
 // What the autotuner times for a problem, as Impl::candidates reports it: every linked
-// configuration whose stages fit the device's shared memory (the 4-stage 128x256 one needs
-// Hopper's 227 KB), for every shape and activation (the kernel masks any shape). Without a
-// GPU, all.
-std::vector<std::string> triton_candidates(const klab::Problem&) {
-  const std::size_t limit = klab::device_info().smem_per_block_optin;
-  if (limit == 0) return kTritonNames;
-  std::vector<std::string> out;
-  for (const auto& n : kTritonNames)
-    if (stage_bytes(n) <= limit) out.push_back(n);
-  return out;
-}
+// configuration whose stages fit the device's shared memory (lesson 05's filter: the 4-stage
+// 128x256 one needs Hopper's 227 KB), for every shape and activation (the kernel masks any
+// shape). Without a GPU, all.
+std::vector<std::string> triton_candidates(const klab::Problem&) { return lesson05::triton_tiles_that_fit(kTritonNames); }
+
+// ACT of linear_triton.py's launchers is the Act enum's order (fusion.cuh): bias 0, relu 1,
+// gelu 2, silu 3.
+static_assert(static_cast<int>(Act::bias) == 0 && static_cast<int>(Act::relu) == 1 && static_cast<int>(Act::gelu) == 2 &&
+                  static_cast<int>(Act::silu) == 3,
+              "the launchers' order is ACTS in linear_triton.py");
 
 #if KLAB_HAVE_TRITON
 using Launcher = CUresult (*)(CUstream, CUdeviceptr, CUdeviceptr, CUdeviceptr, CUdeviceptr, int32_t, int32_t,
@@ -78,7 +61,7 @@ struct Activation {
   void (*load)(void);
 };
 
-// The launchers, in kActivations order.
+// The launchers, in Act order.
 const Activation& launcher_of(int act) {
   static const Activation all[] = {
       {tr_linear_bias, tr_linear_bias_get_num_algos, load_tr_linear_bias},
@@ -86,7 +69,7 @@ const Activation& launcher_of(int act) {
       {tr_linear_gelu, tr_linear_gelu_get_num_algos, load_tr_linear_gelu},
       {tr_linear_silu, tr_linear_silu_get_num_algos, load_tr_linear_silu},
   };
-  static_assert(sizeof(all) / sizeof(all[0]) == 4, "one launcher per activation of kActivations");
+  static_assert(sizeof(all) / sizeof(all[0]) == 4, "one launcher per activation");
   return all[act];
 }
 #endif
@@ -100,8 +83,7 @@ void run_triton(const klab::Launch& l) {
     KLAB_REQUIRE(v <= std::numeric_limits<int32_t>::max(), "triton linear_bias_act: M, N and K are int32 arguments");
   const auto M = static_cast<int32_t>(d[0]), N = static_cast<int32_t>(d[1]), K = static_cast<int32_t>(d[2]);
   if (M == 0 || N == 0) return;   // no output element; K == 0 still stores act(b)
-  const int act = activation_of(l.problem.variant);
-  KLAB_REQUIRE(act >= 0, "triton linear_bias_act: unknown variant " + l.problem.variant);
+  const int act = static_cast<int>(act_of(l.problem.variant));  // an unknown variant throws
   const Activation& fn = launcher_of(act);
   static bool loaded[4] = {false, false, false, false};
   if (!loaded[act]) {
@@ -134,7 +116,6 @@ void run_triton(const klab::Launch& l) {
 
 std::string supports_triton(const klab::Problem& p) {
   if (p.dtype != klab::DType::bf16) return "bf16 only (the Triton track of this lesson)";
-  if (activation_of(p.variant) < 0) return "unknown variant '" + p.variant + "' (bias, relu, gelu, silu)";
   return klab::triton_supported();
 }
 
