@@ -1,0 +1,194 @@
+#!/usr/bin/env python3
+"""PyTorch's eager and torch.compile figures for the ops of lessons 06-08, at the lessons'
+bench shapes, timed the way `klab bench` times a kernel.
+
+    python3 tools/torch_figures.py [--ops add_mul,layernorm,...] [--out FILE.json]
+                                   [--time-cap SECONDS] [--no-compile] [--smoke]
+
+The lesson READMEs set their kernels beside these numbers ("ahead of PyTorch eager and
+compiled"); the script is how the numbers are made, so that anyone can make them again on
+their own GPU. It needs PyTorch with CUDA (`klab` does not: the figures are a JSON file
+checked in beside a lesson's bench JSON, lessons/NN-*/bench/<gpu>-<date>-torch.json).
+
+Timing, as in klab's harness (docs/design.md, "Timing"): fresh inputs per shape, uniform in
+[-1, 1); three warm-up calls (the first compiles, for torch.compile); then launches until
+`--time-cap` seconds have passed (at least 10, at most 2000), each preceded by an L2 flush
+(a 256 MiB buffer written, more than any GPU's L2) and timed alone with CUDA events; the
+median is reported, with the minimum and maximum. GB/s counts the op's minimal bytes, as the
+klab op does: every input read once and every output written once (for the backward: x,
+dy and the weight read, dx written, the weight gradients counted once each).
+
+What each op runs:
+  add_mul             (a + b) * c
+  linear_bias_act     F.linear(x, W, b) then the activation: F.gelu(approximate="tanh"),
+                      F.relu, F.silu, or none (variant bias); eager runs cuBLAS(Lt) and an
+                      activation kernel, torch.compile may fuse the epilogue
+  dropout             F.dropout(x, p=0.1, training=True)
+  layernorm           F.layer_norm over the last dimension, with weight and bias, eps 1e-5
+  layernorm_backward  the gradients of layernorm's output (x, weight, bias) for a given dy
+  rmsnorm             F.rms_norm over the last dimension, with weight, eps 1e-5
+  rmsnorm_backward    the gradients of rmsnorm's output (x, weight)
+
+The output JSON: {"device", "torch", "cuda", "date", "rows": [{"op", "shape", "dtype",
+"variant", "impl" ("torch_eager" or "torch_compile"), "median_ms", "min_ms", "max_ms", "reps",
+"gbps" (memory-bound ops) or "tflops" (linear_bias_act)}]}. `--smoke` runs tiny shapes on
+whatever device is there (the CPU too) to check the script itself.
+"""
+import argparse
+import datetime
+import json
+import statistics
+import sys
+import time
+
+ROWS_COLS = [(8192, 768), (8192, 4096), (4096, 16384)]
+LINEAR = [(8192, 3072, 768), (8192, 768, 3072), (4096, 4096, 4096)]
+OPS = ["add_mul", "linear_bias_act", "dropout", "layernorm", "layernorm_backward", "rmsnorm", "rmsnorm_backward"]
+
+
+def parse_args():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--ops", default=",".join(OPS), help="comma-separated, from: " + ", ".join(OPS))
+    ap.add_argument("--out", help="write the rows as JSON here")
+    ap.add_argument("--time-cap", type=float, default=1.0, help="seconds of timed launches per row (default 1)")
+    ap.add_argument("--no-compile", action="store_true", help="eager only")
+    ap.add_argument("--smoke", action="store_true", help="tiny shapes, any device: checks the script")
+    a = ap.parse_args()
+    a.ops = [o for o in a.ops.split(",") if o]
+    bad = [o for o in a.ops if o not in OPS]
+    if bad:
+        ap.error(f"unknown op {bad[0]!r} (one of {', '.join(OPS)})")
+    if a.time_cap <= 0:
+        ap.error("--time-cap must be > 0")
+    return a
+
+
+class Timer:
+    """Median of launches after an L2 flush, each timed alone (CUDA events, or the host
+    clock on a CPU)."""
+
+    def __init__(self, torch, device, cap):
+        self.torch, self.device, self.cap = torch, device, cap
+        self.cuda = device.type == "cuda"
+        self.flush = torch.empty(256 << 20, dtype=torch.uint8, device=device) if self.cuda else None
+
+    def __call__(self, fn):
+        torch = self.torch
+        for _ in range(3):
+            fn()
+        if self.cuda:
+            torch.cuda.synchronize()
+        times, start = [], time.perf_counter()
+        while len(times) < 2000 and (len(times) < 10 or time.perf_counter() - start < self.cap):
+            if self.cuda:
+                self.flush.zero_()
+                b, e = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+                b.record()
+                fn()
+                e.record()
+                e.synchronize()
+                times.append(b.elapsed_time(e))
+            else:
+                t0 = time.perf_counter()
+                fn()
+                times.append((time.perf_counter() - t0) * 1e3)
+        return statistics.median(times), min(times), max(times), len(times)
+
+
+def cases(op, smoke):
+    """(shape, dtype name, variant) of each row of an op."""
+    if op == "linear_bias_act":
+        shapes = [(64, 48, 32)] if smoke else LINEAR
+        return [(s, "bf16", v) for s in shapes for v in ("gelu", "relu", "silu", "bias")]
+    shapes = [(64, 96)] if smoke else ROWS_COLS
+    return [(s, t, "") for s in shapes for t in ("f32", "bf16")]
+
+
+def build(torch, op, shape, dtype, variant, device):
+    """The function to time, and the bytes (or flops) one call needs."""
+    F = torch.nn.functional
+    g = torch.Generator(device=device).manual_seed(1)
+
+    def rand(*s, grad=False):
+        t = torch.rand(*s, generator=g, device=device, dtype=torch.float32).mul_(2).sub_(1).to(dtype)
+        return t.requires_grad_(grad)
+
+    size = torch.tensor([], dtype=dtype).element_size()
+    if op == "add_mul":
+        a, b, c = rand(*shape), rand(*shape), rand(*shape)
+        return (lambda: (a + b) * c), 4 * a.numel() * size, "gbps"
+    if op == "dropout":
+        x = rand(*shape)
+        return (lambda: F.dropout(x, p=0.1, training=True)), 2 * x.numel() * size, "gbps"
+    if op == "linear_bias_act":
+        M, N, K = shape
+        x, w, bias = rand(M, K), rand(N, K), rand(N)
+        act = {"gelu": lambda v: F.gelu(v, approximate="tanh"), "relu": F.relu, "silu": F.silu,
+               "bias": lambda v: v}[variant]
+        return (lambda: act(F.linear(x, w, bias))), 2.0 * M * N * K, "tflops"
+    rows, cols = shape
+    w, b = rand(cols, grad=True), rand(cols, grad=True)
+    backward = op.endswith("_backward")
+    x = rand(rows, cols, grad=backward)
+    if op.startswith("layernorm"):
+        fwd = lambda: F.layer_norm(x, (cols,), w, b, 1e-5)  # noqa: E731
+        params = (x, w, b)
+    else:
+        fwd = lambda: F.rms_norm(x, (cols,), w, 1e-5)  # noqa: E731
+        params = (x, w)
+    if not backward:
+        # x read, y written, the weights read once
+        return fwd, (2 * rows * cols + len(params[1:]) * cols) * size, "gbps"
+    dy = rand(rows, cols)
+    return ("backward", fwd, params, dy), (3 * rows * cols + 2 * len(params[1:]) * cols) * size, "gbps"
+
+
+def timed(torch, timer, fn):
+    if isinstance(fn, tuple):   # a backward: the forward once, the gradients timed
+        _, fwd, params, dy = fn
+        y = fwd()
+        return timer(lambda: torch.autograd.grad(y, params, dy, retain_graph=True))
+    return timer(fn)
+
+
+def main():
+    a = parse_args()
+    try:
+        import torch
+    except ImportError:
+        sys.exit("torch_figures: PyTorch is not installed (pip install torch)")
+    device = torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    if device.type != "cuda" and not a.smoke:
+        sys.exit("torch_figures: no CUDA device (run with --smoke to check the script on the CPU)")
+    timer = Timer(torch, device, a.time_cap)
+    dtypes = {"f32": torch.float32, "bf16": torch.bfloat16}
+    out = {"device": torch.cuda.get_device_name() if device.type == "cuda" else "cpu",
+           "torch": torch.__version__, "cuda": torch.version.cuda,
+           "date": datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"), "rows": []}
+    for op in a.ops:
+        for shape, tname, variant in cases(op, a.smoke):
+            fn, amount, unit = build(torch, op, shape, dtypes[tname], variant, device)
+            impls = [("torch_eager", fn)]
+            if not a.no_compile:
+                if isinstance(fn, tuple):
+                    impls.append(("torch_compile", (fn[0], torch.compile(fn[1]), fn[2], fn[3])))
+                else:
+                    impls.append(("torch_compile", torch.compile(fn)))
+            for impl, f in impls:
+                med, lo, hi, reps = timed(torch, timer, f)
+                row = {"op": op, "shape": list(shape), "dtype": tname, "variant": variant, "impl": impl,
+                       "median_ms": med, "min_ms": lo, "max_ms": hi, "reps": reps,
+                       unit: amount / (med * 1e-3) / (1e9 if unit == "gbps" else 1e12)}
+                out["rows"].append(row)
+                label = "x".join(map(str, shape)) + (" " + variant if variant else "")
+                print(f"{op:19s} {label:20s} {tname:4s} {impl:13s} {med * 1e3:9.1f} us  {row[unit]:8.1f} "
+                      f"{'GB/s' if unit == 'gbps' else 'TFLOP/s'}", flush=True)
+            torch._dynamo.reset()
+    if a.out:
+        with open(a.out, "w") as fh:
+            json.dump(out, fh, indent=1)
+        print(f"wrote {a.out}")
+
+
+if __name__ == "__main__":
+    main()
