@@ -3,7 +3,7 @@
 
     inspect_check.py KLAB
 
-Runs `KLAB inspect 01 02 03 04 05 --impl ... --arch 90 --json F` on one impl per lesson whose
+Runs `KLAB inspect 01 02 03 04 05 06 --impl ... --arch 90 --json F` on one impl per lesson whose
 compiled form is known from its source, and asserts it (each assertion can fail: a naive
 kernel given a shared tile, a tiled one losing it, v7_prefetch's cp.async gone, the wmma
 matmul without tensor-core instructions):
@@ -17,6 +17,10 @@ matmul without tensor-core instructions):
   05 v14..v19        the Hopper kernel they declare, matmul_wgmma: HGMMA (wgmma) and TMA
                      copies in every instantiation, no HMMA, no cp.async, no spills; each
                      version shows its own configuration only, a different one each
+  06 v2_fused_epilogue  lesson 05's matmul_wgmma with the bias-and-activation epilogue: HGMMA,
+                     TMA, and cp.async (the bias row staged as the tile starts) in each of its
+                     eight instances (four activations, two tile widths), no spills
+  06 v1_matmul_then_bias_act  the same kernel without an epilogue (no cp.async), two widths
 every impl that declares kernels (Impl::kernels) shows them
 and of every row: registers > 0, SASS instructions > 0, at least one resident block.
 Exit 0 with a summary, 1 with a line per failed assertion.
@@ -32,9 +36,9 @@ klab = sys.argv[1]
 impls = ("v1_naive,v4_tile64_ilp,v2_smem_private,v7_prefetch,v8_push_exchange,v9_wmma,v13_mma_autotuned,"
          "v2_smem_tile,v3_smem_padded,v1_vec_last_block,v3_online,v5_cluster,v6_vectorized,v8_autotuned,"
          "v10_mma_sync,v11_mma_pipelined,v12_splitk,v14_wgmma_tma,v15_warp_specialized,v16_persistent,"
-         "v17_splitk_wgmma,v18_cluster_multicast,v19_tma_store")
+         "v17_splitk_wgmma,v18_cluster_multicast,v19_tma_store,v1_matmul_then_bias_act,v2_fused_epilogue")
 with tempfile.NamedTemporaryFile(suffix=".json") as f:
-    r = subprocess.run([klab, "inspect", "01", "02", "03", "04", "05", "--impl", impls, "--arch", "90",
+    r = subprocess.run([klab, "inspect", "01", "02", "03", "04", "05", "06", "--impl", impls, "--arch", "90",
                         "--json", f.name], capture_output=True, text=True)
     if r.returncode != 0:
         sys.exit(f"inspect_check: klab inspect exited {r.returncode}: {(r.stderr or r.stdout).strip()[-400:]}")
@@ -104,5 +108,15 @@ for impl in ("v14_wgmma_tma", "v15_warp_specialized", "v16_persistent", "v17_spl
 check(len({c for cs in configs.values() for c in cs}) == len(configs), "05 v14..v19: two versions share a configuration")
 for x in of("05", "v1_naive"):
     check(x["mix"]["HMMA"] == 0, f"05 v1_naive {x['kernel']}: HMMA")
-print("\n".join(fails) if fails else f"inspect_check: {len(kernels)} kernels of 5 lessons as their sources say")
+for impl, epi, count, staged in (("v2_fused_epilogue", "EpiBiasAct", 8, True),
+                                 ("v1_matmul_then_bias_act", "NoEpilogue", 2, False)):
+    wg = [x for x in of("06", impl) if x["kernel"].startswith("matmul_wgmma") and epi in x["kernel"]]
+    check(len(wg) == count, f"06 {impl}: {len(wg)} matmul_wgmma instances with {epi}, {count} expected")
+    for x in wg:
+        check(x["mix"]["HGMMA"] > 0 and x["mix"]["TMA"] > 0, f"06 {impl} {x['kernel']}: no HGMMA or no TMA")
+        check((x["mix"]["LDGSTS"] > 0) == staged, f"06 {impl} {x['kernel']}: cp.async {'missing' if staged else 'present'}")
+        check(x["local"] == 0 and x["stack"] == 0, f"06 {impl} {x['kernel']}: spills ({x['local']} B local)")
+check(any(x["kernel"].startswith("linear_bias_act_v1_matmul_then_bias_act") for x in of("06", "v1_matmul_then_bias_act")),
+      "06 v1_matmul_then_bias_act: its bias-and-activation kernel not shown")
+print("\n".join(fails) if fails else f"inspect_check: {len(kernels)} kernels of 6 lessons as their sources say")
 sys.exit(1 if fails else 0)

@@ -387,7 +387,7 @@ std::string tma_ok(const GemmArgs& g) {
   return why;
 }
 
-template <class Cfg, class TC, class Epi = NoEpilogue>
+template <class Cfg, class TC, class Epi = NoEpilogue, bool NT_ONLY = false>
 void launch_wgmma(const GemmArgs& g, const std::string& variant, int batch, cudaStream_t s, Epi epi = {}) {
   static_assert(std::is_same_v<Epi, NoEpilogue> || sizeof(TC) == 2, "an epilogue is fused into bf16 outputs, not split-K partials");
   if (empty_output(g) || batch == 0) return;
@@ -406,7 +406,7 @@ void launch_wgmma(const GemmArgs& g, const std::string& variant, int batch, cuda
     KLAB_CHECK_CUDA(cudaMemsetAsync(g.C, 0, static_cast<std::size_t>(z * g.sC) * sizeof(TC), s));
     return;
   }
-  dispatch_layout(variant, [&]<bool AK, bool BK>() {
+  auto launch_layout = [&]<bool AK, bool BK>() {
     // Maps over the whole operands (batch entries as the third dimension); box shapes as
     // load_stage copies them.
     const CUtensorMap tm_a = AK ? klab::tensor_map_bf16(g.A, g.K, g.M, batch, g.lda, g.sA, 64, Cfg::BM)
@@ -450,7 +450,14 @@ void launch_wgmma(const GemmArgs& g, const std::string& variant, int batch, cuda
     KLAB_CHECK_CUDA(cudaLaunchKernelEx(&cfg, kernel, tm_a, tm_b, tm_c, g, units_m, tiles_n, static_cast<int>(total),
                                        pair_ok(g, sizeof(TC)), tma_store, epi));
     KLAB_CHECK_LAUNCH();
-  });
+  };
+  // A caller with one layout (lesson 06's linear layers: nt) compiles only that one.
+  if constexpr (NT_ONLY) {
+    KLAB_REQUIRE(variant == "nt", "matmul (TMA): this launch is compiled for the nt layout only");
+    launch_layout.template operator()<true, true>();
+  } else {
+    dispatch_layout(variant, launch_layout);
+  }
 }
 
 

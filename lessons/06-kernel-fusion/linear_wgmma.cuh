@@ -63,8 +63,8 @@ void launch_linear_wgmma(const klab::Launch& l, Epi epi) {
     launch_bias_act(static_cast<bf16*>(g.C), l.in.at(2).as<const bf16>(), g.M, g.N, act_of(l.problem.variant), l.stream);
     return;
   }
-  if (narrow_tiles(g.M, g.N)) lesson05::launch_wgmma<CfgNarrow, bf16, Epi>(g, "nt", 1, l.stream, epi);
-  else lesson05::launch_wgmma<CfgWide, bf16, Epi>(g, "nt", 1, l.stream, epi);
+  if (narrow_tiles(g.M, g.N)) lesson05::launch_wgmma<CfgNarrow, bf16, Epi, true>(g, "nt", 1, l.stream, epi);
+  else lesson05::launch_wgmma<CfgWide, bf16, Epi, true>(g, "nt", 1, l.stream, epi);
 }
 
 }  // namespace lesson06
