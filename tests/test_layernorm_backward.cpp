@@ -18,8 +18,10 @@
 #include "klab/compare.hpp"
 #include "klab/harness.hpp"
 #include "klab/op.hpp"
+#include "test_util.hpp"
 
 using namespace klab;
+using klab_test::check;
 
 namespace {
 
@@ -120,14 +122,6 @@ std::vector<HostTensor> fp32_outputs(const Op& op, const Problem& p, const Input
     out[2].set(j, db[static_cast<std::size_t>(j)]);
   }
   return out;
-}
-
-// "" when the harness's judge passes the outputs, else its message ("output dx: ...").
-std::string check(const Op& op, const Problem& p, const Inputs& in, const Reference& ref,
-                  const std::vector<HostTensor>& out) {
-  VerifyRecord rec;
-  judge(op, p, in, ref, out, rec);
-  return rec.status == Status::pass ? std::string() : rec.message;
 }
 
 }  // namespace

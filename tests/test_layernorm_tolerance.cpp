@@ -14,9 +14,11 @@
 #include "klab/compare.hpp"
 #include "klab/harness.hpp"
 #include "klab/op.hpp"
+#include "test_util.hpp"
 #include "klab/rng.hpp"
 
 using namespace klab;
+using klab_test::check;
 
 namespace {
 
@@ -54,14 +56,6 @@ std::vector<HostTensor> fp32_outputs(const Op& op, const Problem& p, const Input
     out[2].set(r, rstd);
   }
   return out;
-}
-
-// "" when the harness's judge passes the outputs, else its message ("output y: ...").
-std::string check(const Op& op, const Problem& p, const Inputs& in, const Reference& ref,
-                  const std::vector<HostTensor>& out) {
-  VerifyRecord rec;
-  judge(op, p, in, ref, out, rec);
-  return rec.status == Status::pass ? std::string() : rec.message;
 }
 
 }  // namespace

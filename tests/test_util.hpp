@@ -1,5 +1,5 @@
-// Helpers the CPU tests share: an environment variable set for a scope, and whole-file
-// reads and writes.
+// Helpers the CPU tests share: an environment variable set for a scope, whole-file reads and
+// writes, and the harness's verdict on hand-made outputs.
 #pragma once
 
 #include <cstdlib>
@@ -7,6 +7,10 @@
 #include <fstream>
 #include <sstream>
 #include <string>
+#include <vector>
+
+#include "klab/harness.hpp"
+#include "klab/op.hpp"
 
 namespace klab_test {
 
@@ -43,6 +47,14 @@ inline void write_text(const std::filesystem::path& p, const std::string& s) {
   if (p.has_parent_path()) std::filesystem::create_directories(p.parent_path());
   std::ofstream out(p, std::ios::binary | std::ios::trunc);
   out << s;
+}
+
+// "" when the harness's judge passes the outputs, else its message ("output dx: ...").
+inline std::string check(const klab::Op& op, const klab::Problem& p, const klab::Inputs& in,
+                         const klab::Reference& ref, const std::vector<klab::HostTensor>& out) {
+  klab::VerifyRecord rec;
+  klab::judge(op, p, in, ref, out, rec);
+  return rec.status == klab::Status::pass ? std::string() : rec.message;
 }
 
 }  // namespace klab_test
