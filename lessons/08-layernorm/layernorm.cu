@@ -38,6 +38,7 @@
 #include "klab/op.hpp"
 #include "klab/triton.hpp"
 #include "layernorm.cuh"
+#include "layernorm_row.cuh"
 #include "layernorm_triton.h"
 
 // The op (inputs, reference, tolerances, shapes): layernorm_ops.cu.
@@ -110,17 +111,18 @@ layernorm_v1_warp_welford(const T* __restrict__ g_x, const T* __restrict__ g_gam
     y[j] = klab::from_f32<T>((klab::to_f32(x[j]) - mean) * rstd * klab::to_f32(g_gamma[j]) + klab::to_f32(g_beta[j]));
 }
 
-void run_v1_warp_welford(const klab::Launch& l) {
-  const LnArgs a = ln_args(l);
+void launch_v1(const LnArgs& a, klab::DType dtype, cudaStream_t stream) {
   if (a.rows == 0) return;
-  klab::dispatch_f32_bf16(l.problem.dtype, [&]<class T>() {
+  klab::dispatch_f32_bf16(dtype, [&]<class T>() {
     const auto blocks = static_cast<unsigned>(klab::ceil_div<i64>(a.rows, kV1Warps));
-    layernorm_v1_warp_welford<T><<<blocks, kV1Warps * 32, 0, l.stream>>>(
+    layernorm_v1_warp_welford<T><<<blocks, kV1Warps * 32, 0, stream>>>(
         static_cast<const T*>(a.x), static_cast<const T*>(a.gamma), static_cast<const T*>(a.beta), static_cast<T*>(a.y),
         a.mean, a.rstd, a.rows, static_cast<int>(a.cols));
   });
   KLAB_CHECK_LAUNCH();
 }
+
+void run_v1_warp_welford(const klab::Launch& l) { launch_v1(ln_args(l), l.problem.dtype, l.stream); }
 
 std::string supports_v1(const klab::Problem& p) {
   if (klab::ceil_div<i64>(p.shape[0], kV1Warps) > 0x7fffffff) return "too many rows for one grid";
@@ -131,10 +133,8 @@ std::string supports_v1(const klab::Problem& p) {
 // v2_block_registers
 // ============================================================================================
 
-// The body of v2 and of rmsnorm's v1. One block a row; thread t holds the row's vectors t,
-// t + blockDim, ... (NV of them, VEC elements each) as fp32 in r_x; the vectors past cols are
-// skipped and count as 0. RMS: rmsnorm — no mean (mean(x^2) in place of the variance), no
-// beta, and only rstd saved (g_mean and g_beta unused).
+// The body of v2 and of rmsnorm's v1: the row loaded into registers (layernorm_row.cuh's
+// layout, 16-byte vectors where VEC > 1), then normalized there.
 template <class T, int VEC, int NV, bool RMS>
 __device__ __forceinline__ void norm_row_in_registers(const T* __restrict__ g_x, const T* __restrict__ g_gamma,
                                                       const T* __restrict__ g_beta, T* __restrict__ g_y,
@@ -142,50 +142,21 @@ __device__ __forceinline__ void norm_row_in_registers(const T* __restrict__ g_x,
                                                       int cols) {
   static_assert(NV * VEC <= 32, "at most 32 elements a thread (32 registers of data)");
   using V = klab::Vec<T, VEC>;
-  __shared__ float s_part[32];                      // block_sum's scratch
-  const i64 row = blockIdx.x;
-  const T* x = g_x + row * cols;
-  const auto col = [&](int k) { return (static_cast<int>(threadIdx.x) + k * static_cast<int>(blockDim.x)) * VEC; };
+  const T* x = g_x + static_cast<i64>(blockIdx.x) * cols;
   float r_x[NV][VEC];                               // (NV, VEC) per thread
   float s = 0.f;
 #pragma unroll
   for (int k = 0; k < NV; ++k) {
+    const int c = row_col(k, VEC);
     V v{};
-    if (col(k) < cols) v = *reinterpret_cast<const V*>(x + col(k));   // cols is a multiple of VEC
+    if (c < cols) v = *reinterpret_cast<const V*>(x + c);   // cols is a multiple of VEC
 #pragma unroll
     for (int i = 0; i < VEC; ++i) {
-      r_x[k][i] = col(k) < cols ? klab::to_f32(v.v[i]) : 0.f;
+      r_x[k][i] = c < cols ? klab::to_f32(v.v[i]) : 0.f;
       s += r_x[k][i];
     }
   }
-  const float mean = RMS ? 0.f : klab::block_sum(s, s_part) / static_cast<float>(cols);
-  float q = 0.f;
-#pragma unroll
-  for (int k = 0; k < NV; ++k)
-#pragma unroll
-    for (int i = 0; i < VEC; ++i) {
-      const float d = col(k) < cols ? r_x[k][i] - mean : 0.f;
-      q += d * d;
-    }
-  if constexpr (!RMS) __syncthreads();              // every warp has read s_part (block_sum's rule)
-  const float rstd = rsqrtf(klab::block_sum(q, s_part) / static_cast<float>(cols) + kEps);
-  if (threadIdx.x == 0) {
-    if constexpr (!RMS) g_mean[row] = mean;
-    g_rstd[row] = rstd;
-  }
-  T* y = g_y + row * cols;
-#pragma unroll
-  for (int k = 0; k < NV; ++k) {
-    if (col(k) >= cols) continue;
-    const V g = *reinterpret_cast<const V*>(g_gamma + col(k));
-    V b{};
-    if constexpr (!RMS) b = *reinterpret_cast<const V*>(g_beta + col(k));
-    V out;
-#pragma unroll
-    for (int i = 0; i < VEC; ++i)
-      out.v[i] = klab::from_f32<T>((r_x[k][i] - mean) * rstd * klab::to_f32(g.v[i]) + (RMS ? 0.f : klab::to_f32(b.v[i])));
-    *reinterpret_cast<V*>(y + col(k)) = out;
-  }
+  normalize_row_registers<T, VEC, NV, RMS>(r_x, s, g_gamma, g_beta, g_y, g_mean, g_rstd, cols);
 }
 
 template <class T, int VEC, int NV>
@@ -203,24 +174,10 @@ rmsnorm_v1_block_registers(const T* __restrict__ g_x, const T* __restrict__ g_ga
   norm_row_in_registers<T, VEC, NV, true>(g_x, g_gamma, nullptr, g_y, nullptr, g_rstd, cols);
 }
 
-// Threads and vectors a thread for a row of `cols`: the fewest vectors a thread (NV in 1, 2,
-// 4, ... while NV * VEC <= 32) that keep the block at or under 1024 threads.
-struct V2Plan {
-  int threads = 0, nv = 0;
-};
-V2Plan plan_v2(i64 cols, int vec) {
-  for (int nv = 1; nv * vec <= 32; nv *= 2) {
-    const i64 threads = klab::ceil_div<i64>(klab::ceil_div<i64>(cols, static_cast<i64>(vec) * nv), 32) * 32;
-    if (threads <= 1024) return {static_cast<int>(threads), nv};
-  }
-  return {};
-}
-
 template <class T, int VEC, bool RMS>
 void launch_v2(const LnArgs& a, cudaStream_t stream) {
-  const V2Plan pl = plan_v2(a.cols, VEC);
-  KLAB_REQUIRE(pl.nv > 0, "v2_block_registers: row too long (supports() should have said so)");
-  const auto go = [&]<int NV>() {
+  const RowPlan pl = plan_row_registers(a.cols, VEC);
+  dispatch_row_nv<VEC>(pl.nv, [&]<int NV>() {
     const auto grid = static_cast<unsigned>(a.rows);
     if constexpr (RMS)
       rmsnorm_v1_block_registers<T, VEC, NV><<<grid, pl.threads, 0, stream>>>(
@@ -230,46 +187,33 @@ void launch_v2(const LnArgs& a, cudaStream_t stream) {
       layernorm_v2_block_registers<T, VEC, NV><<<grid, pl.threads, 0, stream>>>(
           static_cast<const T*>(a.x), static_cast<const T*>(a.gamma), static_cast<const T*>(a.beta),
           static_cast<T*>(a.y), a.mean, a.rstd, static_cast<int>(a.cols));
-  };
-  switch (pl.nv) {
-    case 1: go.template operator()<1>(); break;
-    case 2: go.template operator()<2>(); break;
-    case 4: go.template operator()<4>(); break;
-    case 8:
-      if constexpr (VEC * 8 <= 32) go.template operator()<8>();
-      break;
-    case 16:
-      if constexpr (VEC * 16 <= 32) go.template operator()<16>();
-      break;
-    default:
-      if constexpr (VEC == 1) go.template operator()<32>();
-  }
+  });
 }
 
 template <bool RMS>
-void run_block_registers(const LnArgs& a, const klab::Launch& l) {
+void run_block_registers(const LnArgs& a, klab::DType dtype, cudaStream_t stream) {
   if (a.rows == 0) return;
-  klab::dispatch_f32_bf16(l.problem.dtype, [&]<class T>() {
+  klab::dispatch_f32_bf16(dtype, [&]<class T>() {
     constexpr int VEC = klab::kVec16<T>;
     const bool vec_ok = a.cols % VEC == 0 && klab::aligned16(a.x) && klab::aligned16(a.y) && klab::aligned16(a.gamma) &&
                         (RMS || klab::aligned16(a.beta));
-    if (vec_ok) launch_v2<T, VEC, RMS>(a, l.stream);
-    else launch_v2<T, 1, RMS>(a, l.stream);
+    if (vec_ok) launch_v2<T, VEC, RMS>(a, stream);
+    else launch_v2<T, 1, RMS>(a, stream);
   });
   KLAB_CHECK_LAUNCH();
 }
 
-void run_v2_block_registers(const klab::Launch& l) { run_block_registers<false>(ln_args(l), l); }
+void run_v2_block_registers(const klab::Launch& l) { run_block_registers<false>(ln_args(l), l.problem.dtype, l.stream); }
 
 // rmsnorm's inputs (x, gamma) and outputs (y, rstd) in layernorm's arguments.
 void run_rms_v1_block_registers(const klab::Launch& l) {
   const LnArgs a{l.in[0].data, l.in[1].data, nullptr, l.out[0].data, nullptr, l.out[1].as<float>(),
                  l.problem.shape[0], l.problem.shape[1]};
-  run_block_registers<true>(a, l);
+  run_block_registers<true>(a, l.problem.dtype, l.stream);
 }
 
 std::string supports_v2(const klab::Problem& p) {
-  if (p.shape[1] > 1024 * 32) return "rows longer than 32,768 elements do not fit in one block's registers";
+  if (p.shape[1] > kRowRegistersMaxCols) return "rows longer than 32,768 elements do not fit in one block's registers";
   if (p.shape[0] > 0x7fffffff) return "too many rows for one grid";
   return "";
 }
@@ -340,4 +284,11 @@ KLAB_REGISTER(klab::register_impl({.op = "rmsnorm", .name = "v1_block_registers"
                                    .run = run_rms_v1_block_registers}));
 
 }  // namespace
+
+// layernorm.cuh declares it: v2 where the row fits a block's registers, else v1.
+void layernorm_forward(const LnArgs& a, klab::DType dtype, cudaStream_t stream) {
+  if (a.cols <= kRowRegistersMaxCols) run_block_registers<false>(a, dtype, stream);
+  else launch_v1(a, dtype, stream);
+}
+
 }  // namespace lesson08

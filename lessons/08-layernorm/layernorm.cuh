@@ -77,6 +77,11 @@ std::vector<klab::Dims> layernorm_backward_test_shapes();
 klab::Tolerance column_sum_tolerance(std::int64_t rows, double term_bound);
 void allow_zero_dx(klab::Tolerance& t, double atol);
 
+// From layernorm.cu, for the kernels of other ops that normalize a tensor they wrote
+// (residual_layernorm.cu's unfused version): the fastest forward of this lesson for the
+// row's width, v2_block_registers up to 32,768 elements, v1_warp_welford past it.
+void layernorm_forward(const LnArgs& a, klab::DType dtype, cudaStream_t stream);
+
 // From layernorm_backward.cu, for the versions beside it (layernorm_backward_ring.cu):
 // dgamma[c] and dbeta[c] as the sums of `parts` partial rows (part: dgamma's, then dbeta's,
 // each parts x cols); the blocks a persistent fused kernel launches (each takes its share of
