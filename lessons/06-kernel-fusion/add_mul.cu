@@ -4,7 +4,8 @@
 //                     t to memory, a second reads t and c and writes z. t is written once
 //                     and read once: 6 tensors move instead of 4, 1.5x the bytes.
 //   v2_fused          one kernel: a, b, c read once, z written once; (a + b) · c stays in
-//                     registers. 16-byte vectors, a grid-stride loop (lesson 01's v3_vec16).
+//                     registers. 16-byte vectors, a grid-stride loop (lesson 01's v3_vec16;
+//                     map_vec16 in fusion.cuh).
 //   triton           add_mul_triton.py: the same fused chain in Triton, compiled ahead of time.
 //
 // Bytes per element (4 bytes f32, 2 bf16): v1 moves 6 (a, b read, t written; t, c read, z
@@ -36,31 +37,6 @@ namespace {
 using std::int64_t;
 
 constexpr int kThreads = 256;
-
-// Applies f to every element of n: 16-byte vectors over the whole vectors, one element at a
-// time over the tail. The harness's tensors are 256-byte aligned, so element 0 starts a vector.
-// f(i_vec, r_a, r_b, r_c) computes one vector from up to three loaded ones.
-template <class T, int IN, class F>
-__device__ __forceinline__ void map_vec16(const T* __restrict__ g_a, const T* __restrict__ g_b,
-                                          const T* __restrict__ g_c, T* __restrict__ g_z, int64_t n, F f) {
-  constexpr int V = klab::kVec16<T>;
-  using Vec = klab::Vec<T, V>;
-  const int64_t n_vec = n / V, stride = static_cast<int64_t>(gridDim.x) * blockDim.x;
-  const int64_t tid = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
-  for (int64_t v = tid; v < n_vec; v += stride) {
-    const Vec r_a = reinterpret_cast<const Vec*>(g_a)[v];
-    const Vec r_b = reinterpret_cast<const Vec*>(g_b)[v];
-    Vec r_c{};
-    if constexpr (IN == 3) r_c = reinterpret_cast<const Vec*>(g_c)[v];
-    Vec r_z;
-#pragma unroll
-    for (int k = 0; k < V; ++k)
-      r_z.v[k] = klab::from_f32<T>(f(klab::to_f32(r_a.v[k]), klab::to_f32(r_b.v[k]), IN == 3 ? klab::to_f32(r_c.v[k]) : 0.f));
-    reinterpret_cast<Vec*>(g_z)[v] = r_z;
-  }
-  for (int64_t i = n_vec * V + tid; i < n; i += stride)
-    g_z[i] = klab::from_f32<T>(f(klab::to_f32(g_a[i]), klab::to_f32(g_b[i]), IN == 3 ? klab::to_f32(g_c[i]) : 0.f));
-}
 
 // ======================================================================================
 // v1_kernel_per_op

@@ -1,6 +1,7 @@
 // lessons/06-kernel-fusion/fusion.cuh — what the lesson-06 files share (namespace lesson06):
 // the activations (device and fp64 host forms), the bias-and-activation epilogue that
-// lesson 05's Hopper matmul runs on its accumulators, and the launchers of the linear layer.
+// lesson 05's Hopper matmul runs on its accumulators, the launchers of the linear layer, and
+// map_vec16, the 16-byte-vector grid-stride loop of the element-wise kernels (add_mul.cu).
 //
 // The linear layer is y = act(x · Wᵀ + b): x (M, K) row-major (M = tokens), W (N, K)
 // row-major as a layer stores it, b (N), y (M, N); all bf16, accumulation and the epilogue
@@ -16,7 +17,11 @@
 
 #include "klab/compare.hpp"
 #include "klab/device/cp_async.cuh"
+#include "klab/device/vec.cuh"
 #include "klab/error.hpp"
+#ifdef __CUDACC__
+#include "klab/kernels.cuh"
+#endif
 #include "klab/op.hpp"
 
 namespace lesson06 {
@@ -75,6 +80,37 @@ __device__ __forceinline__ float activate(float v) {
   } else {
     return v;
   }
+}
+
+// Applies f to every element of n: 16-byte vectors over the whole vectors, one element at a
+// time over the tail. The harness's tensors (and the workspace) are 256-byte aligned, so
+// element 0 starts a vector. f(a, b, c) computes one element from up to three inputs, in
+// fp32: the first IN of g_a, g_b, g_c are read (the others may be null; f gets 0 for them),
+// and each result is rounded once to T as it is stored.
+//   equivalent to: for (i = 0; i < n; ++i) g_z[i] = T(f(float(g_a[i]), float(g_b[i]), float(g_c[i])));
+template <class T, int IN, class F>
+__device__ __forceinline__ void map_vec16(const T* __restrict__ g_a, const T* __restrict__ g_b,
+                                          const T* __restrict__ g_c, T* __restrict__ g_z, std::int64_t n, F f) {
+  static_assert(IN >= 1 && IN <= 3, "one to three inputs");
+  constexpr int V = klab::kVec16<T>;
+  using Vec = klab::Vec<T, V>;
+  const std::int64_t n_vec = n / V, stride = static_cast<std::int64_t>(gridDim.x) * blockDim.x;
+  const std::int64_t tid = static_cast<std::int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
+  for (std::int64_t v = tid; v < n_vec; v += stride) {
+    const Vec r_a = reinterpret_cast<const Vec*>(g_a)[v];
+    Vec r_b{}, r_c{};
+    if constexpr (IN >= 2) r_b = reinterpret_cast<const Vec*>(g_b)[v];
+    if constexpr (IN == 3) r_c = reinterpret_cast<const Vec*>(g_c)[v];
+    Vec r_z;
+#pragma unroll
+    for (int k = 0; k < V; ++k)
+      r_z.v[k] = klab::from_f32<T>(f(klab::to_f32(r_a.v[k]), IN >= 2 ? klab::to_f32(r_b.v[k]) : 0.f,
+                                     IN == 3 ? klab::to_f32(r_c.v[k]) : 0.f));
+    reinterpret_cast<Vec*>(g_z)[v] = r_z;
+  }
+  for (std::int64_t i = n_vec * V + tid; i < n; i += stride)
+    g_z[i] = klab::from_f32<T>(f(klab::to_f32(g_a[i]), IN >= 2 ? klab::to_f32(g_b[i]) : 0.f,
+                                 IN == 3 ? klab::to_f32(g_c[i]) : 0.f));
 }
 
 // Lesson 05's Hopper matmul calls apply() on each MMA thread's accumulators before it stores
