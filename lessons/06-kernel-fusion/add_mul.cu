@@ -5,7 +5,7 @@
 //                     and read once: 6 tensors move instead of 4, 1.5x the bytes.
 //   v2_fused          one kernel: a, b, c read once, z written once; (a + b) · c stays in
 //                     registers. 16-byte vectors, a grid-stride loop (lesson 01's v3_vec16;
-//                     map_vec16 in fusion.cuh).
+//                     map_vec16 in fusion.cuh, which poly_act.cu's kernels share).
 //   triton           add_mul_triton.py: the same fused chain in Triton, compiled ahead of time.
 //
 // Bytes per element (4 bytes f32, 2 bf16): v1 moves 6 (a, b read, t written; t, c read, z

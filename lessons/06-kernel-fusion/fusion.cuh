@@ -1,7 +1,8 @@
 // lessons/06-kernel-fusion/fusion.cuh — what the lesson-06 files share (namespace lesson06):
 // the activations (device and fp64 host forms), the bias-and-activation epilogue that
 // lesson 05's Hopper matmul runs on its accumulators, the launchers of the linear layer, and
-// map_vec16, the 16-byte-vector grid-stride loop of the element-wise kernels (add_mul.cu).
+// map_vec16, the 16-byte-vector grid-stride loop of the element-wise kernels (add_mul.cu,
+// poly_act.cu, complex_mul.cu).
 //
 // The linear layer is y = act(x · Wᵀ + b): x (M, K) row-major (M = tokens), W (N, K)
 // row-major as a layer stores it, b (N), y (M, N); all bf16, accumulation and the epilogue
@@ -162,6 +163,10 @@ struct EpiBiasAct {
 
 // The op's tolerance at depth K (fusion_ops.cu derives it).
 klab::Tolerance linear_tolerance(std::int64_t K);
+// The tolerances of the eager versions of poly_act and complex_mul, which round every
+// intermediate to the tensors' dtype (pointwise_ops.cu derives them).
+klab::Tolerance poly_act_v1_tolerance(const klab::Problem& p, int output);
+klab::Tolerance complex_mul_v1_tolerance(const klab::Problem& p, int output);
 
 // ---- launchers (linear.cu) ------------------------------------------------------------
 // "" when lesson 05's Hopper matmul takes this linear_bias_act problem, else why not.

@@ -6,7 +6,10 @@
 // The kernels live beside this file (add_mul.cu: v1_kernel_per_op, v2_fused, triton;
 // linear.cu: v1_matmul_then_bias_act, v2_fused_epilogue; linear_cublaslt.cu:
 // cublaslt_epilogue; linear_triton_impl.cu: triton); the learner's are exercise.cu and
-// exercise_triton.py (with its launcher exercise_triton_launch.cu).
+// exercise_triton.py (with its launcher exercise_triton_launch.cu). The lesson's two other
+// element-wise ops, poly_act (y = c0 + c1·x + c2·x² + c3·x³) and complex_mul (z = a · b,
+// interleaved complex), are registered in pointwise_ops.cu, their tolerances derived there;
+// their kernels are poly_act.cu and complex_mul.cu.
 //
 //   klab test 06
 //   klab bench 06 --op linear_bias_act --variant gelu
