@@ -13,8 +13,9 @@ checked in beside a lesson's bench JSON, lessons/NN-*/bench/<gpu>-<date>-torch.j
 Timing, as in klab's harness (docs/design.md, "Timing"): fresh inputs per shape, uniform in
 [-1, 1); three warm-up calls (the first compiles, for torch.compile); then launches until
 `--time-cap` seconds have passed (at least 10, at most 2000), each preceded by an L2 flush
-(a 256 MiB buffer written, more than any GPU's L2) and timed alone with CUDA events; the
-median is reported, with the minimum and maximum. GB/s counts the op's minimal bytes, as the
+(a 256 MiB buffer written, more than any GPU's L2) and timed alone with CUDA events, the
+GPU held back by a short sleep while Python enqueues the call (the time is the kernels',
+not the dispatch's); the median is reported, with the minimum and maximum. GB/s counts the op's minimal bytes, as the
 klab op does: every input read once and every output written once (for the backward: x,
 dy and the weight read, dx written, the weight gradients counted once each).
 
@@ -24,6 +25,9 @@ What each op runs:
                       F.relu, F.silu, or none (variant bias); eager runs cuBLAS(Lt) and an
                       activation kernel, torch.compile may fuse the epilogue
   dropout             F.dropout(x, p=0.1, training=True)
+  dropout_residual_layernorm
+                      r = x + F.dropout(h, p=0.1, training=True), then F.layer_norm(r) with
+                      weight and bias: r and the normalized r both returned (lesson 08)
   layernorm           F.layer_norm over the last dimension, with weight and bias, eps 1e-5
   layernorm_backward  the gradients of layernorm's output (x, weight, bias) for a given dy
   rmsnorm             F.rms_norm over the last dimension, with weight, eps 1e-5
@@ -43,7 +47,7 @@ import time
 
 ROWS_COLS = [(8192, 768), (8192, 4096), (4096, 16384)]
 LINEAR = [(8192, 3072, 768), (8192, 768, 3072), (4096, 4096, 4096)]
-OPS = ["add_mul", "linear_bias_act", "dropout", "layernorm", "layernorm_backward", "rmsnorm", "rmsnorm_backward"]
+OPS = ["add_mul", "linear_bias_act", "dropout", "dropout_residual_layernorm", "layernorm", "layernorm_backward", "rmsnorm", "rmsnorm_backward"]
 
 
 def parse_args():
@@ -82,6 +86,11 @@ class Timer:
         while len(times) < 2000 and (len(times) < 10 or time.perf_counter() - start < self.cap):
             if self.cuda:
                 self.flush.zero_()
+                # The GPU waits about 0.5 ms (a million cycles) before the start event while
+                # Python enqueues the call's kernels: the time is then the kernels' own, as
+                # klab's is, not PyTorch's dispatch (which took longer than the kernels of
+                # the small shapes: a compiled layernorm measured a flat ~200 us without it).
+                torch.cuda._sleep(1_000_000)
                 b, e = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
                 b.record()
                 fn()
@@ -127,8 +136,18 @@ def build(torch, op, shape, dtype, variant, device):
                "bias": lambda v: v}[variant]
         return (lambda: act(F.linear(x, w, bias))), 2.0 * M * N * K, "tflops"
     rows, cols = shape
-    w, b = rand(cols, grad=True), rand(cols, grad=True)
+    if op == "dropout_residual_layernorm":
+        x, h, w, b = rand(rows, cols), rand(rows, cols), rand(cols), rand(cols)
+
+        def block():
+            r = x + F.dropout(h, p=0.1, training=True)
+            return r, F.layer_norm(r, (cols,), w, b, 1e-5)
+        # x, h read; r, y written; the weights read once
+        return block, (4 * rows * cols + 2 * cols) * size, "gbps"
     backward = op.endswith("_backward")
+    # The weights need gradients only for a backward: a forward with them would time an
+    # autograd graph's bookkeeping as well.
+    w, b = rand(cols, grad=backward), rand(cols, grad=backward)
     x = rand(rows, cols, grad=backward)
     if op.startswith("layernorm"):
         fwd = lambda: F.layer_norm(x, (cols,), w, b, 1e-5)  # noqa: E731
