@@ -26,6 +26,8 @@ Marker attributes, key=value separated by spaces (shell quoting for a value with
     dtype=A,B      only these dtypes (f32, bf16, ...)
     shape=S,T      only these shapes, written as klab prints them (4096x4096)
     variant=V,W    only these variants ("-" for none)
+    torch=PATH     a tools/torch_figures.py JSON (relative to the README): the region renders
+                   the PyTorch comparison instead (below)
 Several values of one key are alternatives; different keys must all hold. A region whose
 filters match no measured row is an error (a typo must not render an empty table).
 
@@ -36,6 +38,12 @@ the measured peak the op is judged against (named beside the op's name) and the 
 the op's baseline from the same run. A row whose timed launches saw a power or thermal
 clock event says "throttled" and names the events. Rows not measured (unsupported, no
 median) are left out.
+
+With torch=PATH, each problem of the selected rows gets one line: the fastest selected klab
+impl (its median and GB/s or TFLOP/s) beside PyTorch's eager and torch.compile medians for
+the same op, shape, dtype and variant, and the ratios of their medians to klab's (above 1:
+klab is faster). Both files must name the same GPU (a ratio across two GPUs means
+nothing); a problem PyTorch has no row for is an error.
 
 Exit codes: 0 done / every region up to date; 1 a region differs or cannot be rendered
 (JSON missing or unreadable, no matching rows, unbalanced markers, unknown attribute);
@@ -52,7 +60,7 @@ import sys
 BEGIN = re.compile(r"^<!--\s*bench-table(?P<attrs>(?:\s.*?)?)\s*-->\s*$")
 END = re.compile(r"^<!--\s*/bench-table\s*-->\s*$")
 LIST_KEYS = ("op", "impl", "dtype", "shape", "variant")
-KEYS = ("json", "lesson") + LIST_KEYS
+KEYS = ("json", "lesson", "torch") + LIST_KEYS
 
 
 class RegionError(Exception):
@@ -235,8 +243,57 @@ def render_region(attrs, readme_dir):
     recs = select(j["bench"], attrs)
     if not recs:
         raise RegionError(f"json={rel}: no measured row matches the marker's filters")
-    lines = ["", device_line(j, run_date(j, rel)), ""] + op_tables(recs)
+    if "torch" in attrs:
+        lines = torch_lines(j, rel, recs, attrs["torch"], readme_dir)
+    else:
+        lines = ["", device_line(j, run_date(j, rel)), ""] + op_tables(recs)
     return [l + "\n" for l in lines]
+
+
+def torch_lines(j, rel, recs, trel, readme_dir):
+    """The PyTorch comparison (torch=PATH): one line a problem, klab's fastest selected impl
+    beside PyTorch's eager and compiled medians."""
+    path = os.path.normpath(os.path.join(readme_dir, trel))
+    try:
+        with open(path, encoding="utf-8") as f:
+            t = json.load(f)
+    except (OSError, ValueError) as e:
+        raise RegionError(f"torch={trel}: cannot read: {e}")
+    if not isinstance(t, dict) or not isinstance(t.get("rows"), list):
+        raise RegionError(f"torch={trel}: not a tools/torch_figures.py file (no \"rows\" array)")
+    kdev = (j.get("device") or {}).get("name", "?")
+    if t.get("device") != kdev:
+        raise RegionError(f"torch={trel}: measured on {t.get('device')!r}, json={rel} on {kdev!r}")
+    torch_at = {}
+    for r in t["rows"]:
+        torch_at[(r["op"], "x".join(str(d) for d in r["shape"]), r["dtype"], r.get("variant") or "", r["impl"])] = r
+    best = {}
+    for r in recs:
+        k = (r["op"], shape_of(r), r["problem"]["dtype"], r["problem"].get("variant") or "")
+        if k not in best or r["median_ms"] < best[k]["median_ms"]:
+            best[k] = r
+    out = ["", f"Device: {kdev}. klab: {run_date(j, rel)}; PyTorch {t.get('torch', '?')} (CUDA "
+               f"{t.get('cuda', '?')}): {run_date(t, trel)}. Medians of L2-flushed launches; the ratios are "
+               "PyTorch's median over klab's (above 1: klab is faster).", ""]
+    op = None
+    for k, r in best.items():
+        if k[0] != op:
+            op = k[0]
+            rate = "TFLOP/s" if r.get("tflops") and not r.get("gbps") else "GB/s"
+            out += ([""] if len(out) > 3 else []) + [f"**{op}** against PyTorch", "",
+                    f"| shape | dtype | klab impl | median | {rate} | PyTorch eager | torch.compile | "
+                    "vs eager | vs compile |", "| --- | --- | --- | ---: | ---: | ---: | ---: | ---: | ---: |"]
+        eager, comp = (torch_at.get(k + (i,)) for i in ("torch_eager", "torch_compile"))
+        if eager is None and comp is None:
+            raise RegionError(f"torch={trel}: no PyTorch row for {k[0]} {k[1]} {k[2]} {k[3] or ''}".rstrip())
+        rate_v = r.get("tflops") if rate == "TFLOP/s" else r.get("gbps")
+
+        def cells(tr):
+            return ("-", "-") if tr is None else (fmt_ms(tr["median_ms"]), f"{tr['median_ms'] / r['median_ms']:.2f}x")
+        (em, er), (cm, cr) = cells(eager), cells(comp)
+        shape = k[1] + (f" {k[3]}" if k[3] else "")
+        out.append(f"| {shape} | {k[2]} | {r['impl']} | {fmt_ms(r['median_ms'])} | {rate_v:,.1f} | {em} | {cm} | {er} | {cr} |")
+    return out
 
 
 def render_file(text, readme_dir, name):

@@ -110,7 +110,9 @@ def cases(op, smoke):
         shapes = [(64, 48, 32)] if smoke else LINEAR
         return [(s, "bf16", v) for s in shapes for v in ("gelu", "relu", "silu", "bias")]
     shapes = [(64, 96)] if smoke else ROWS_COLS
-    return [(s, t, "") for s in shapes for t in ("f32", "bf16")]
+    # The variant as the klab op names it: dropout's probability.
+    variant = "p0.1" if op.startswith("dropout") else ""
+    return [(s, t, variant) for s in shapes for t in ("f32", "bf16")]
 
 
 def build(torch, op, shape, dtype, variant, device):

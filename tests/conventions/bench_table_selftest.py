@@ -20,6 +20,11 @@ tree is never written) and asserts one behaviour:
     no_rows            a marker whose filters match no measured row fails --check
     oneshot            the one-shot form prints the lesson's tables: throttled rows marked,
                        unsupported rows left out
+    torch              a torch= region (bench/h100-2026-11-25-torch.json) renders klab's
+                       fastest impl a problem beside PyTorch's medians, with their ratios, and
+                       "-" where PyTorch has no compiled row
+    torch_other_gpu    a torch= file from another GPU fails, and so does a problem PyTorch
+                       has no row for
 
 Exit 0 when the behaviour holds, 1 (with what was seen) when not.
 """
@@ -130,6 +135,33 @@ def main():
         write(readme, committed.replace("op=transpose dtype=bf16", "op=transpose dtyp=bf16", 1))
         rc, out = run("render", "--check", readme)
         expect(rc, out, 1, "unknown marker attribute 'dtyp'")
+    elif mode == "torch":
+        write(readme, "# T\n<!-- bench-table json=bench/h100-2026-11-25.json op=transpose dtype=bf16 "
+                      "torch=bench/h100-2026-11-25-torch.json -->\n<!-- /bench-table -->\n")
+        rc, out = run("render", readme)
+        expect(rc, out, 0, f"rendered {readme}")
+        text = read(readme)
+        # 4096x4096: the fastest klab impl is v2_smem_tile (31.1 us, not triton's 33.4);
+        # eager 62.2 us is 2.00x it, compiled 31.1 us 1.00x; 8192x8192 has no compiled row.
+        for needle in ("| 4096x4096 | bf16 | v2_smem_tile | 31.1 us | 2,157.9 | 62.2 us | 31.1 us | 2.00x | 1.00x |",
+                       "| 8192x8192 | bf16 | v2_smem_tile | 121.9 us |", "| 243.8 us | - | 2.00x | - |",
+                       "PyTorch 2.11.0+cu130 (CUDA 13.0): 2026-11-25"):
+            if needle not in text:
+                fail(f"rendered README lacks {needle!r}:\n{text}")
+        if "| triton |" in text or "v1_naive" in text:
+            fail("a slower impl was rendered")
+    elif mode == "torch_other_gpu":
+        tj = os.path.join(d, "bench", "h100-2026-11-25-torch.json")
+        write(tj, read(tj).replace('"device": "NVIDIA H100 80GB HBM3"', '"device": "NVIDIA H200"', 1))
+        write(readme, "# T\n<!-- bench-table json=bench/h100-2026-11-25.json op=transpose dtype=bf16 "
+                      "torch=bench/h100-2026-11-25-torch.json -->\n<!-- /bench-table -->\n")
+        rc, out = run("render", "--check", readme)
+        expect(rc, out, 1, "measured on 'NVIDIA H200'")
+        write(readme, "# T\n<!-- bench-table json=bench/h100-2026-11-25.json op=transpose dtype=f32 "
+                      "torch=bench/h100-2026-11-25-torch.json -->\n<!-- /bench-table -->\n")
+        write(tj, read(tj).replace('"device": "NVIDIA H200"', '"device": "NVIDIA H100 80GB HBM3"', 1))
+        rc, out = run("render", "--check", readme)
+        expect(rc, out, 1, "no PyTorch row for transpose 4096x4096 f32")
     elif mode == "no_rows":
         write(readme, committed.replace("op=transpose dtype=bf16", "op=transpose dtype=f16", 1))
         rc, out = run("render", "--check", readme)
