@@ -98,3 +98,19 @@ TEST(Philox, FarElementsAreUnrelated) {
   for (std::uint64_t i = 0; i < n; ++i) same += dropout_keep(5, 0, i, t) == dropout_keep(5, 0, i + (std::uint64_t{1} << 34), t);
   EXPECT_LT(std::fabs(same - n / 2.0), kSigmas * std::sqrt(n / 4.0)) << same;
 }
+
+// dropout_keep_run, the kernels' run of E elements (one Philox call a quad where E is a
+// multiple of 4), gives each element the bit dropout_keep gives it.
+TEST(Philox, KeepRunMatchesKeepElementByElement) {
+  for (const double p : {0.1, 0.5, 0.9})
+    for (const std::uint64_t i0 : {std::uint64_t{0}, std::uint64_t{4}, std::uint64_t{1} << 33, (std::uint64_t{1} << 31) - 4}) {
+      const std::uint64_t t = dropout_threshold(p);
+      bool k1[1], k4[4], k8[8];
+      dropout_keep_run<1>(99, 17, i0 + 3, t, k1);
+      dropout_keep_run<4>(99, 17, i0, t, k4);
+      dropout_keep_run<8>(99, 17, i0, t, k8);
+      EXPECT_EQ(k1[0], dropout_keep(99, 17, i0 + 3, t));
+      for (int e = 0; e < 4; ++e) EXPECT_EQ(k4[e], dropout_keep(99, 17, i0 + e, t)) << i0 << " " << e;
+      for (int e = 0; e < 8; ++e) EXPECT_EQ(k8[e], dropout_keep(99, 17, i0 + e, t)) << i0 << " " << e;
+    }
+}

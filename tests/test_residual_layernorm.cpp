@@ -147,3 +147,134 @@ TEST(ResidualLayernorm, Fp32ComputationPassesAndEachWrongOutputFails) {
         }
       }
 }
+
+// ---------------------------------------------------------------------------------------
+// dropout_residual_layernorm_backward
+// ---------------------------------------------------------------------------------------
+namespace {
+
+const Op* residual_backward_op() { return registry().find_op("dropout_residual_layernorm_backward"); }
+
+// L = sum dy * layernorm(r) * gamma + beta + sum dres * r, r = x + keep * scale * h, in fp64
+// with the row statistics computed from r (so that they move with it).
+double residual_loss(const std::vector<double>& x, const std::vector<double>& h, const std::vector<bool>& keep,
+                     double scale, const Inputs& in, std::int64_t rows, std::int64_t cols) {
+  const auto &g = in.tensors[1], &dy = in.tensors[2], &dres = in.tensors[5];
+  double l = 0;
+  std::vector<double> r(static_cast<std::size_t>(cols));
+  for (std::int64_t row = 0; row < rows; ++row) {
+    double s = 0, q = 0;
+    for (std::int64_t j = 0; j < cols; ++j) {
+      const auto k = static_cast<std::size_t>(row * cols + j);
+      r[static_cast<std::size_t>(j)] = x[k] + (keep[k] ? scale * h[k] : 0.0);
+      s += r[static_cast<std::size_t>(j)];
+    }
+    const double mean = s / static_cast<double>(cols);
+    for (std::int64_t j = 0; j < cols; ++j) q += std::pow(r[static_cast<std::size_t>(j)] - mean, 2);
+    const double rstd = 1.0 / std::sqrt(q / static_cast<double>(cols) + 1e-5);
+    for (std::int64_t j = 0; j < cols; ++j) {
+      const std::int64_t i = row * cols + j;
+      const double rj = r[static_cast<std::size_t>(j)];
+      l += dy.get(i) * (rj - mean) * rstd * g.get(j) + dres.get(i) * rj;   // beta adds a constant
+    }
+  }
+  return l;
+}
+
+}  // namespace
+
+TEST(ResidualLayernormBackward, ReferenceIsTheGradientByFiniteDifferences) {
+  const Op* op = residual_backward_op();
+  if (!op) GTEST_SKIP() << "lesson 08 is not in this build";
+  const Dims shape{4, 33};
+  const Problem p{shape, DType::f32, "p0.1"};
+  const Inputs in = make_inputs(*op, p, 11);
+  const Reference ref = op->reference(p, in);
+  const std::int64_t n = shape[0] * shape[1];
+  // The forward's keep mask, and an h and x that give the saved r: x = r - keep * scale * h.
+  const auto seed = static_cast<std::uint64_t>(in.scalars[0]), offset = static_cast<std::uint64_t>(in.scalars[1]);
+  const double scale = static_cast<double>(static_cast<float>(1.0 / 0.9));
+  std::vector<bool> keep(static_cast<std::size_t>(n));
+  std::vector<double> h(static_cast<std::size_t>(n)), x(static_cast<std::size_t>(n));
+  int dropped = 0;
+  for (std::int64_t i = 0; i < n; ++i) {
+    const auto k = static_cast<std::size_t>(i);
+    keep[k] = dropout_keep(seed, offset, static_cast<std::uint64_t>(i), dropout_threshold(0.1));
+    dropped += keep[k] ? 0 : 1;
+    h[k] = std::sin(0.7 * static_cast<double>(i));
+    x[k] = in.tensors[0].get(i) - (keep[k] ? scale * h[k] : 0.0);
+  }
+  ASSERT_GT(dropped, 0) << "the check needs dropped elements (132 at p = 0.1)";
+  const auto loss = [&] { return residual_loss(x, h, keep, scale, in, shape[0], shape[1]); };
+  constexpr double step = 1e-5;
+  double worst_dx = 0, worst_dh = 0, worst_wrong = 0;
+  for (std::int64_t i = 0; i < n; ++i) {
+    const auto k = static_cast<std::size_t>(i);
+    for (auto* v : {&x, &h}) {
+      const double at = (*v)[k];
+      (*v)[k] = at + step;
+      const double up = loss();
+      (*v)[k] = at - step;
+      const double down = loss();
+      (*v)[k] = at;
+      const double fd = (up - down) / (2 * step);
+      if (v == &x) worst_dx = std::max(worst_dx, std::fabs(fd - ref[0][k]));
+      else {
+        worst_dh = std::max(worst_dh, std::fabs(fd - ref[3][k]));
+        worst_wrong = std::max(worst_wrong, std::fabs(fd - scale * ref[0][k]));   // the mask left out
+      }
+    }
+  }
+  // The saved mean and rstd are fp32 roundings of the exact ones: gaps of ~1e-7, far below
+  // any slip (a dropped element's dh is off by its whole dr).
+  EXPECT_LT(worst_dx, 1e-5);
+  EXPECT_LT(worst_dh, 1e-5);
+  EXPECT_GT(worst_wrong, 1e-2);
+}
+
+TEST(ResidualLayernormBackward, EachWrongOutputFails) {
+  const Op* op = residual_backward_op();
+  if (!op) GTEST_SKIP() << "lesson 08 is not in this build";
+  for (const DType t : {DType::f32, DType::bf16})
+    for (const Dims& shape : std::vector<Dims>{{9, 768}, {5, 127}, {1000, 3}, {1, 1}}) {
+      const Problem p{shape, t, "p0.1"};
+      SCOPED_TRACE(p.label());
+      const Inputs in = make_inputs(*op, p, 3);
+      const Reference ref = op->reference(p, in);
+      const auto seed = static_cast<std::uint64_t>(in.scalars[0]), offset = static_cast<std::uint64_t>(in.scalars[1]);
+      const double scale = static_cast<double>(static_cast<float>(1.0 / 0.9));
+      // Outputs from the reference, each rounded to its dtype once (what a fused kernel
+      // stores), and with one mistake: layernorm's dx alone (no dres), the mask drawn for the
+      // next element, dh unscaled, dh as dr with no mask.
+      enum Mistake { none, no_residual, mask_shifted, unscaled, no_mask };
+      const auto outputs = [&](Mistake m) {
+        std::vector<HostTensor> out;
+        for (const auto& s : op->outputs(p)) out.emplace_back(s.dtype, s.shape);
+        for (std::int64_t i = 0; i < out[0].numel(); ++i) {
+          const auto k = static_cast<std::size_t>(i);
+          const double dr = m == no_residual ? ref[0][k] - in.tensors[5].get(i) : ref[0][k];
+          const bool keep = dropout_keep(seed, offset, static_cast<std::uint64_t>(i + (m == mask_shifted ? 1 : 0)),
+                                         dropout_threshold(0.1));
+          out[0].set(i, dr);
+          out[3].set(i, m == no_mask ? dr : keep ? dr * (m == unscaled ? 1.0 : scale) : 0.0);
+        }
+        for (std::int64_t j = 0; j < shape[1]; ++j) {
+          out[1].set(j, ref[1][static_cast<std::size_t>(j)]);
+          out[2].set(j, ref[2][static_cast<std::size_t>(j)]);
+        }
+        return out;
+      };
+      EXPECT_EQ(check(*op, p, in, ref, outputs(none)), "");
+      EXPECT_NE(check(*op, p, in, ref, outputs(no_residual)), "") << "no residual";
+      if (shape[0] * shape[1] >= 100) {    // a one-element tensor may keep its only element
+        EXPECT_NE(check(*op, p, in, ref, outputs(mask_shifted)), "") << "mask shifted";
+        EXPECT_NE(check(*op, p, in, ref, outputs(no_mask)), "") << "no mask";
+        EXPECT_NE(check(*op, p, in, ref, outputs(unscaled)), "") << "unscaled";
+      }
+      for (std::size_t k = 0; k < 4; ++k) {            // an output left unwritten
+        auto unwritten = outputs(none);
+        unwritten[k].set(unwritten[k].numel() - 1, std::numeric_limits<double>::quiet_NaN());
+        EXPECT_NE(check(*op, p, in, ref, unwritten), "") << "output " << k << " unwritten";
+      }
+    }
+}

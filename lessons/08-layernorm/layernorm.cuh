@@ -68,6 +68,12 @@ inline LnBwdArgs rms_bwd_args(const klab::Launch& l) {
 void fill_layernorm_x(const klab::Problem& p, std::uint64_t seed, klab::HostTensor& x);
 std::string validate_layernorm_shape(const klab::Problem& p);
 
+// From layernorm_backward_ops.cu, for dropout_residual_layernorm_backward too: the backward's
+// inputs x, gamma, dy, mean, rstd (in.tensors[0..4]) as the op draws them, and its fp64
+// reference (dx, dgamma, dbeta) from them.
+void generate_layernorm_backward(const klab::Problem& p, std::uint64_t seed, klab::Inputs& in);
+klab::Reference layernorm_backward_reference(const klab::Problem& p, const klab::Inputs& in);
+
 // From layernorm_ops.cu and layernorm_backward_ops.cu, for rmsnorm's ops too: the test
 // shapes (the two files say why each is there), the tolerance of a parameter gradient summed
 // over `rows` fp32 terms each at most `term_bound`, and the allowance for dx of a one-column
@@ -81,6 +87,13 @@ void allow_zero_dx(klab::Tolerance& t, double atol);
 // (residual_layernorm.cu's unfused version): the fastest forward of this lesson for the
 // row's width, v2_block_registers up to 32,768 elements, v1_warp_welford past it.
 void layernorm_forward(const LnArgs& a, klab::DType dtype, cudaStream_t stream);
+
+// From layernorm_backward.cu, for ops that run the layernorm backward as one step
+// (residual_layernorm.cu's unfused backward): the launch's in[0..4] and out[0..2] as
+// layernorm_backward's; v2_fused_partials up to 16,384 columns, v1_dx_then_column_sums past
+// it; the workspace either needs.
+void layernorm_backward(const klab::Launch& l);
+std::size_t layernorm_backward_workspace(const klab::Problem& p);
 
 // From layernorm_backward.cu, for the versions beside it (layernorm_backward_ring.cu):
 // dgamma[c] and dbeta[c] as the sums of `parts` partial rows (part: dgamma's, then dbeta's,

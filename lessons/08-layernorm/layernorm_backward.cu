@@ -19,6 +19,9 @@
 //                           so the last bits of dgamma and dbeta change from run to run (dx
 //                           does not): fine for training, wrong where a run must repeat.
 //   v1_fused_partials       (op rmsnorm_backward) v2 without the mean, c1 and dbeta.
+//   v2_fused_residual_dropout  (op dropout_residual_layernorm_backward) v2 whose epilogue adds
+//                           the residual stream's gradient to dx and writes the dropout's
+//                           gradient beside it, the keep mask drawn again from (seed, offset).
 //
 // The shapes a training step gives: rows = tokens (B * T), cols = channels (768 for GPT-2
 // small). dgamma and dbeta sum over every token, so there are few columns to share out and
@@ -33,7 +36,9 @@
 #include <cstdint>
 #include <string>
 
+#include "../07-dropout/dropout.cuh"
 #include "klab/device/mbarrier.cuh"
+#include "klab/device/philox.cuh"
 #include "klab/device/vec.cuh"
 #include "klab/device/warp.cuh"
 #include "klab/error.hpp"
@@ -192,6 +197,47 @@ std::string supports_v1(const klab::Problem& p) {
 // v2_fused_partials and v3_fused_atomics
 // ============================================================================================
 
+// The fused body's default epilogue: dx, a vector of VEC elements at flat index i0, stored
+// in the dtype (one 16-byte store where VEC fills it).
+template <class T>
+struct StoreDx {
+  template <int VEC>
+  __device__ __forceinline__ void store(T* __restrict__ g_dx, i64 i0, const float (&dx)[VEC]) const {
+    klab::Vec<T, VEC> out;
+#pragma unroll
+    for (int i = 0; i < VEC; ++i) out.v[i] = klab::from_f32<T>(dx[i]);
+    *reinterpret_cast<klab::Vec<T, VEC>*>(g_dx + i0) = out;
+  }
+};
+
+// dropout_residual_layernorm_backward's epilogue (residual_layernorm_ops.cu has the op): the
+// residual stream's gradient dres joins the layernorm's, dr = dres + dx, stored as the op's
+// dx; and the dropout's backward, dh = dr * keep / (1 - p), with the keep mask drawn again
+// from the forward's (seed, offset) (klab/device/philox.cuh, lesson 07's stream), never read.
+// Both from dr in fp32: one rounding each.
+template <class T>
+struct ResidualDropoutStore {
+  const T* __restrict__ g_dres;
+  T* __restrict__ g_dh;
+  lesson07::DropoutArgs drop;
+  template <int VEC>
+  __device__ __forceinline__ void store(T* __restrict__ g_dx, i64 i0, const float (&dx)[VEC]) const {
+    using V = klab::Vec<T, VEC>;
+    const V res = *reinterpret_cast<const V*>(g_dres + i0);
+    bool keep[VEC];
+    klab::dropout_keep_run<VEC>(drop.seed, drop.offset, static_cast<std::uint64_t>(i0), drop.threshold, keep);
+    V out_dx, out_dh;
+#pragma unroll
+    for (int i = 0; i < VEC; ++i) {
+      const float dr = dx[i] + klab::to_f32(res.v[i]);
+      out_dx.v[i] = klab::from_f32<T>(dr);
+      out_dh.v[i] = klab::from_f32<T>(keep[i] ? dr * drop.scale : 0.0f);
+    }
+    *reinterpret_cast<V*>(g_dx + i0) = out_dx;
+    *reinterpret_cast<V*>(g_dh + i0) = out_dh;
+  }
+};
+
 // The body both kernels share. A block of `groups` row groups of `tpr` threads (tpr a
 // multiple of 32: a warp serves one row only) works through rows a group at a time: group q
 // of block b takes rows groups * b + q, then every groups * gridDim rows further. Thread t of
@@ -203,12 +249,15 @@ std::string supports_v1(const klab::Problem& p) {
 // and written: the loads of one row overlap the barrier and the stores of the last.
 // ATOMIC: the block's sums go into dgamma and dbeta by atomicAdd, else into its partial row.
 // RMS: rmsnorm's backward — no mean (xhat = x * rstd), no c1, no dbeta.
-template <class T, int VEC, int NV, bool ATOMIC, bool RMS = false>
+// Epi: what becomes of a vector of dx (fp32, VEC elements from column `col` of `row`):
+// StoreDx stores it; dropout_residual_layernorm_backward's adds the residual's gradient and
+// writes the dropout's too (ResidualDropoutStore).
+template <class T, int VEC, int NV, bool ATOMIC, bool RMS = false, class Epi = StoreDx<T>>
 __device__ __forceinline__ void ln_bwd_fused_rows(const T* __restrict__ g_x, const T* __restrict__ g_gamma,
                                                   const T* __restrict__ g_dy, const float* __restrict__ g_mean,
                                                   const float* __restrict__ g_rstd, T* __restrict__ g_dx,
                                                   float* __restrict__ out_dg, float* __restrict__ out_db, i64 rows,
-                                                  int cols, int tpr) {
+                                                  int cols, int tpr, const Epi& epi = Epi{}) {
   static_assert(NV * VEC <= 16, "at most 16 elements of x and of dy a thread (1024 threads: 64 registers)");
   // The next row's x and dy: 2 x 16 bytes a thread at most, or no prefetch.
   constexpr bool PREFETCH = NV * VEC * sizeof(T) <= 16;
@@ -329,13 +378,13 @@ __device__ __forceinline__ void ln_bwd_fused_rows(const T* __restrict__ g_x, con
 #pragma unroll
     for (int k = 0; k < NV; ++k) {
       if (!active || col(k) >= cols) continue;
-      V out;
+      float dx[VEC];
 #pragma unroll
       for (int i = 0; i < VEC; ++i) {
         const float xh = (klab::to_f32(r_x[k].v[i]) - mean) * rstd;
-        out.v[i] = klab::from_f32<T>(rstd * (r_g[k][i] - c1 - xh * c2));
+        dx[i] = rstd * (r_g[k][i] - c1 - xh * c2);
       }
-      *reinterpret_cast<V*>(g_dx + row * cols + col(k)) = out;
+      epi.template store<VEC>(g_dx, row * cols + col(k), dx);
     }
   }
   // The block's sums: column c's slot is float c of each accumulator row; add the groups'.
@@ -396,6 +445,19 @@ rmsnorm_bwd_v1_fused_partials(const T* __restrict__ g_x, const T* __restrict__ g
                                              tpr);
 }
 
+// dropout_residual_layernorm_backward's v2_fused_residual_dropout: layernorm_backward's v2
+// whose dx epilogue adds the residual's gradient and writes the dropout's (ResidualDropoutStore).
+template <class T, int VEC, int NV>
+__global__ void __launch_bounds__(1024)
+dropout_residual_layernorm_bwd_v2_fused_residual_dropout(
+    const T* __restrict__ g_x, const T* __restrict__ g_gamma, const T* __restrict__ g_dy,
+    const float* __restrict__ g_mean, const float* __restrict__ g_rstd, T* __restrict__ g_dx,
+    float* __restrict__ part_dg, float* __restrict__ part_db, i64 rows, int cols, int tpr,
+    ResidualDropoutStore<T> epi) {
+  ln_bwd_fused_rows<T, VEC, NV, false, false, ResidualDropoutStore<T>>(g_x, g_gamma, g_dy, g_mean, g_rstd, g_dx,
+                                                                       part_dg, part_db, rows, cols, tpr, epi);
+}
+
 constexpr int kFusedMaxCols = 1024 * 16;
 
 // The fewest vectors a thread (NV = 1, 2, 4, ... while NV * VEC <= 16) that keep a row group
@@ -426,7 +488,10 @@ int fused_blocks(const void* kernel, const FusedPlan& pl, i64 rows) {
   return static_cast<int>(std::min(fit, klab::ceil_div<i64>(rows, pl.groups)));
 }
 
-template <bool ATOMIC, bool RMS = false>
+// RESID: dropout_residual_layernorm_backward (inputs x, gamma, dy, mean, rstd as
+// layernorm_backward's, then dres; outputs dx, dgamma, dbeta, then dh; the dropout's seed and
+// offset its scalars).
+template <bool ATOMIC, bool RMS = false, bool RESID = false>
 void run_fused(const klab::Launch& l) {
   const LnBwdArgs a = RMS ? rms_bwd_args(l) : ln_bwd_args(l);
   const int cols = static_cast<int>(a.cols);
@@ -439,10 +504,13 @@ void run_fused(const klab::Launch& l) {
   klab::dispatch_f32_bf16(l.problem.dtype, [&]<class T>() {
     if (a.rows == 0) return;
     constexpr int VEC16 = klab::kVec16<T>;
-    const bool vec_ok = cols % VEC16 == 0 && klab::aligned16(a.x) && klab::aligned16(a.dy) &&
-                        klab::aligned16(a.gamma) && klab::aligned16(a.dx);
+    bool vec_ok = cols % VEC16 == 0 && klab::aligned16(a.x) && klab::aligned16(a.dy) &&
+                  klab::aligned16(a.gamma) && klab::aligned16(a.dx);
+    if constexpr (RESID) vec_ok = vec_ok && klab::aligned16(l.in[5].data) && klab::aligned16(l.out[3].data);
     const auto go = [&]<int VEC, int NV>(const FusedPlan& pl) {
-      const void* fn = RMS      ? reinterpret_cast<const void*>(rmsnorm_bwd_v1_fused_partials<T, VEC, NV>)
+      const void* fn = RESID    ? reinterpret_cast<const void*>(
+                                      dropout_residual_layernorm_bwd_v2_fused_residual_dropout<T, VEC, NV>)
+                       : RMS    ? reinterpret_cast<const void*>(rmsnorm_bwd_v1_fused_partials<T, VEC, NV>)
                        : ATOMIC ? reinterpret_cast<const void*>(layernorm_bwd_v3_fused_atomics<T, VEC, NV>)
                                 : reinterpret_cast<const void*>(layernorm_bwd_v2_fused_partials<T, VEC, NV>);
       // Once an instantiation: the most s_acc any width gives it (1024 threads' slots).
@@ -460,7 +528,12 @@ void run_fused(const klab::Launch& l) {
       const auto* gamma = static_cast<const T*>(a.gamma);
       const auto* dy = static_cast<const T*>(a.dy);
       auto* dx = static_cast<T*>(a.dx);
-      if constexpr (RMS)
+      if constexpr (RESID)
+        dropout_residual_layernorm_bwd_v2_fused_residual_dropout<T, VEC, NV>
+            <<<grid, pl.groups * pl.tpr, pl.smem, l.stream>>>(
+                x, gamma, dy, a.mean, a.rstd, dx, part, part + static_cast<i64>(blocks) * cols, a.rows, cols, pl.tpr,
+                ResidualDropoutStore<T>{l.in[5].as<const T>(), l.out[3].as<T>(), lesson07::dropout_args(l)});
+      else if constexpr (RMS)
         rmsnorm_bwd_v1_fused_partials<T, VEC, NV><<<grid, pl.groups * pl.tpr, pl.smem, l.stream>>>(
             x, gamma, dy, a.rstd, dx, part, a.rows, cols, pl.tpr);
       else if constexpr (ATOMIC)
@@ -531,6 +604,14 @@ KLAB_REGISTER(klab::register_impl({.op = "layernorm_backward", .name = "v3_fused
                                    .kind = klab::ImplKind::cuda,
                                    .supports = supports_fused,
                                    .run = run_fused<true>}));
+KLAB_REGISTER(klab::register_impl({.op = "dropout_residual_layernorm_backward", .name = "v2_fused_residual_dropout",
+                                   .summary = "layernorm_backward's v2 whose dx epilogue adds the residual's "
+                                              "gradient and writes the dropout's, the mask drawn again",
+                                   .kind = klab::ImplKind::cuda,
+                                   .supports = supports_fused,
+                                   .workspace = workspace_v2,
+                                   .run = run_fused<false, false, true>,
+                                   .kernels = {"layernorm_bwd_column_sums"}}));
 KLAB_REGISTER(klab::register_impl({.op = "rmsnorm_backward", .name = "v1_fused_partials",
                                    .summary = "layernorm_backward's v2_fused_partials without the mean, c1 and "
                                               "dbeta: one read of x and dy, one partial of dgamma a block",
@@ -554,5 +635,12 @@ int ln_bwd_fused_blocks(const void* kernel, int threads, std::size_t smem, int g
   return fused_blocks(kernel, pl, rows);
 }
 std::size_t ln_bwd_partials_workspace(const klab::Problem& p) { return workspace_v2(p); }
+
+// For ops that run the layernorm backward as a step (layernorm.cuh declares them).
+void layernorm_backward(const klab::Launch& l) {
+  if (l.problem.shape[1] <= kFusedMaxCols) run_fused<false>(l);
+  else run_v1_dx_then_column_sums(l);
+}
+std::size_t layernorm_backward_workspace(const klab::Problem& p) { return std::max(workspace_v1(p), workspace_v2(p)); }
 
 }  // namespace lesson08

@@ -74,12 +74,11 @@ void allow_zero_dx(klab::Tolerance& t, double atol) {
   t.max_rel_l2 = std::max(t.max_rel_l2, atol);
 }
 
-namespace {
-
 using i64 = std::int64_t;
 
-// x as the forward's (fill_layernorm_x), then mean and rstd from it in fp64.
-void generate(const klab::Problem& p, std::uint64_t seed, klab::Inputs& in) {
+// x as the forward's (fill_layernorm_x), then mean and rstd from it in fp64 (layernorm.cuh
+// declares it, for dropout_residual_layernorm_backward too).
+void generate_layernorm_backward(const klab::Problem& p, std::uint64_t seed, klab::Inputs& in) {
   const i64 rows = p.shape[0], cols = p.shape[1];
   const klab::HostTensor& x = in.tensors.at(0);
   fill_layernorm_x(p, seed, in.tensors.at(0));
@@ -102,8 +101,9 @@ void generate(const klab::Problem& p, std::uint64_t seed, klab::Inputs& in) {
       cols);
 }
 
-// The formulas above in fp64, from the saved mean and rstd as the kernels read them.
-klab::Reference reference(const klab::Problem& p, const klab::Inputs& in) {
+// The formulas above in fp64, from the saved mean and rstd as the kernels read them
+// (layernorm.cuh declares it).
+klab::Reference layernorm_backward_reference(const klab::Problem& p, const klab::Inputs& in) {
   const i64 rows = p.shape[0], cols = p.shape[1];
   const auto& x = in.tensors.at(0);
   const auto& gamma = in.tensors.at(1);
@@ -151,6 +151,8 @@ klab::Reference reference(const klab::Problem& p, const klab::Inputs& in) {
   return ref;
 }
 
+namespace {
+
 klab::Tolerance tolerance(const klab::Problem& p, int output) {
   if (output > 0) return column_sum_tolerance(p.shape[0], output == 1 ? 4.4 : 1.0);   // dgamma, dbeta
   klab::Tolerance t = klab::default_tolerance(p.dtype);
@@ -189,8 +191,8 @@ klab::Op make_layernorm_backward_op() {
   // bytes (the default): x, dy, gamma, mean and rstd read once, dx, dgamma and dbeta written
   // once: the least any backward moves. The per-block partial sums a kernel writes and reads
   // back are its own cost, not counted.
-  op.generate = generate;
-  op.reference = reference;
+  op.generate = generate_layernorm_backward;
+  op.reference = layernorm_backward_reference;
   op.tolerance = tolerance;
   op.validate = validate_layernorm_shape;
   return op;

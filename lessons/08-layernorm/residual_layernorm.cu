@@ -1,7 +1,7 @@
 // lessons/08-layernorm/residual_layernorm.cu — dropout, residual add and layernorm, as two
 // kernels and as one (op dropout_residual_layernorm, residual_layernorm_ops.cu).
 //
-// Impls registered here:
+// Impls registered here (op dropout_residual_layernorm; the backward's v1 at the end):
 //   v1_residual_then_norm   what an eager framework runs (with its dropout and add already
 //                           fused, as lesson 07's v2): kernel 1 draws the mask and writes
 //                           r = x + dropout(h); kernel 2 is this lesson's best layernorm
@@ -19,7 +19,11 @@
 // definition: the backward reads the stored r). At 4 tensors against 5, v2 should take 4/5
 // of v1's time where both run at the copy bandwidth.
 //
-//   klab test 08 --op dropout_residual_layernorm
+//   v1_norm_backward_then_dropout  (op dropout_residual_layernorm_backward) the layernorm
+//                           backward, then a kernel adding the residual's gradient to dx in
+//                           place and writing the dropout's; layernorm_backward.cu has v2.
+//
+//   klab test 08 --op dropout_residual_layernorm,dropout_residual_layernorm_backward
 //   klab bench 08 --op dropout_residual_layernorm --variant p0.1
 #include <cuda_bf16.h>
 #include <cuda_runtime.h>
@@ -43,25 +47,15 @@ using i64 = std::int64_t;
 using lesson07::DropoutArgs;
 
 // E elements of r from E elements of x and h starting at flat index i0 (a multiple of 4
-// when E is): E / 4 Philox calls, one per quad; E = 1 draws the element's own quad.
+// when E is): r = fma(h, scale, x) where the stream keeps the element, x where it drops it.
 template <int E>
 __device__ __forceinline__ void residual_dropout(const float (&x)[E], const float (&h)[E], float (&r)[E], i64 i0,
                                                  const DropoutArgs& a) {
   static_assert(E == 1 || E % 4 == 0, "a vector holds whole quads of the stream");
-  if constexpr (E == 1) {
-    const bool keep = klab::dropout_keep(a.seed, a.offset, static_cast<std::uint64_t>(i0), a.threshold);
-    r[0] = keep ? __fmaf_rn(h[0], a.scale, x[0]) : x[0];
-  } else {
+  bool keep[E];
+  klab::dropout_keep_run<E>(a.seed, a.offset, static_cast<std::uint64_t>(i0), a.threshold, keep);
 #pragma unroll
-    for (int q = 0; q < E / 4; ++q) {
-      const klab::Philox4 bits = klab::dropout_bits(a.seed, a.offset, static_cast<std::uint64_t>(i0 / 4 + q));
-#pragma unroll
-      for (int w = 0; w < 4; ++w) {
-        const int e = 4 * q + w;
-        r[e] = bits.x[w] >= a.threshold ? __fmaf_rn(h[e], a.scale, x[e]) : x[e];
-      }
-    }
-  }
+  for (int e = 0; e < E; ++e) r[e] = keep[e] ? __fmaf_rn(h[e], a.scale, x[e]) : x[e];
 }
 
 // ============================================================================================
@@ -197,6 +191,90 @@ std::string supports_v2(const klab::Problem& p) {
 }
 
 // ============================================================================================
+// v1_norm_backward_then_dropout (op dropout_residual_layernorm_backward)
+// ============================================================================================
+// The backward as two steps: this lesson's layernorm backward (layernorm.cuh's
+// layernorm_backward: v2_fused_partials, v1_dx_then_column_sums past 16,384 columns) writes
+// layernorm's dx into the op's dx, then this kernel adds the residual's gradient in place and
+// writes the dropout's: dx read, dres read, dx and dh written, two tensors' traffic more than
+// v2_fused_residual_dropout (layernorm_backward.cu), which does it in the first kernel's
+// epilogue. 16 bytes a thread and iteration where aligned and whole, grid stride.
+template <class T>
+__global__ void dropout_residual_bwd_v1_norm_backward_then_dropout(T* __restrict__ g_dx, const T* __restrict__ g_dres,
+                                                                   T* __restrict__ g_dh, i64 n, DropoutArgs a,
+                                                                   bool vec_ok) {
+  constexpr int E = klab::kVec16<T>;                 // f32 4, bf16 8
+  using V = klab::Vec<T, E>;
+  const i64 vecs = (n + E - 1) / E, stride = static_cast<i64>(gridDim.x) * blockDim.x;
+  for (i64 v = static_cast<i64>(blockIdx.x) * blockDim.x + threadIdx.x; v < vecs; v += stride) {
+    const i64 i0 = v * E;
+    bool keep[E];
+    klab::dropout_keep_run<E>(a.seed, a.offset, static_cast<std::uint64_t>(i0), a.threshold, keep);
+    if (vec_ok && i0 + E <= n) {
+      V dx = *reinterpret_cast<const V*>(g_dx + i0);
+      const V res = *reinterpret_cast<const V*>(g_dres + i0);
+      V dh;
+#pragma unroll
+      for (int e = 0; e < E; ++e) {
+        const float dr = klab::to_f32(dx.v[e]) + klab::to_f32(res.v[e]);
+        dx.v[e] = klab::from_f32<T>(dr);
+        dh.v[e] = klab::from_f32<T>(keep[e] ? dr * a.scale : 0.0f);
+      }
+      *reinterpret_cast<V*>(g_dx + i0) = dx;
+      *reinterpret_cast<V*>(g_dh + i0) = dh;
+    } else {
+      for (int e = 0; e < E && i0 + e < n; ++e) {
+        const float dr = klab::to_f32(g_dx[i0 + e]) + klab::to_f32(g_dres[i0 + e]);
+        g_dx[i0 + e] = klab::from_f32<T>(dr);
+        g_dh[i0 + e] = klab::from_f32<T>(keep[e] ? dr * a.scale : 0.0f);
+      }
+    }
+  }
+}
+
+void run_v1_norm_backward_then_dropout(const klab::Launch& l) {
+  // The layernorm backward on the op's first five inputs and first three outputs.
+  const klab::Launch ln{l.problem, {l.in.begin(), l.in.begin() + 5}, {l.out.begin(), l.out.begin() + 3}, l.scalars,
+                        l.stream, l.workspace, l.workspace_bytes};
+  layernorm_backward(ln);
+  const i64 n = l.problem.shape[0] * l.problem.shape[1];
+  if (n == 0) return;
+  const DropoutArgs a = lesson07::dropout_args(l);
+  klab::dispatch_f32_bf16(l.problem.dtype, [&]<class T>() {
+    T* dx = l.out[0].as<T>();
+    T* dh = l.out[3].as<T>();
+    const T* dres = l.in[5].as<const T>();
+    const bool vec_ok = klab::aligned16(dx) && klab::aligned16(dres) && klab::aligned16(dh);
+    const i64 vecs = (n + klab::kVec16<T> - 1) / klab::kVec16<T>;
+    dropout_residual_bwd_v1_norm_backward_then_dropout<T>
+        <<<klab::grid_stride_blocks(vecs, lesson07::kThreads), lesson07::kThreads, 0, l.stream>>>(dx, dres, dh, n, a,
+                                                                                                 vec_ok);
+    KLAB_CHECK_LAUNCH();
+  });
+}
+
+std::size_t workspace_v1_backward(const klab::Problem& p) { return layernorm_backward_workspace(p); }
+
+std::string supports_v1_backward(const klab::Problem& p) {
+  if (klab::ceil_div<i64>(p.shape[0], 8) > 0x7fffffff) return "too many rows for one grid";
+  return "";
+}
+
+// The op's tolerances (residual_layernorm_ops.cu), but in bf16 layernorm's dx is rounded to
+// bf16 before dres is added: 2^-9 of |layernorm's dx|, which is at most rstd (|g| + |c1| +
+// |xhat| |c2|) < 2.2 (1.5 + 1.5 + 4.4 * 1.5) = 21.1 for the op's inputs (|c2| = |mean(g
+// xhat)| <= rms(g) rms(xhat) <= 1.5), so up to 0.041 where dres and layernorm's dx cancel,
+// whatever |dr| is; dh carries it times scale <= 1.12 (0.046). The output's own rounding
+// stays in the rtol.
+klab::Tolerance tolerance_v1_backward(const klab::Problem& p, int output) {
+  const klab::Op* op = klab::registry().find_op("dropout_residual_layernorm_backward");
+  klab::Tolerance t = op->tolerance(p, output);
+  if (p.dtype == klab::DType::bf16 && output == 0) t.atol = 0.042;
+  if (p.dtype == klab::DType::bf16 && output == 3) t.atol = 0.047;
+  return t;
+}
+
+// ============================================================================================
 // Registration
 // ============================================================================================
 
@@ -213,6 +291,17 @@ KLAB_REGISTER(klab::register_impl({.op = "dropout_residual_layernorm", .name = "
                                    .kind = klab::ImplKind::cuda,
                                    .supports = supports_v2,
                                    .run = run_v2_fused_in_registers}));
+
+KLAB_REGISTER(klab::register_impl({.op = "dropout_residual_layernorm_backward", .name = "v1_norm_backward_then_dropout",
+                                   .summary = "the layernorm backward, then a kernel that adds the residual's "
+                                              "gradient to its dx and writes the dropout's: dx written, read, written",
+                                   .kind = klab::ImplKind::cuda,
+                                   .supports = supports_v1_backward,
+                                   .workspace = workspace_v1_backward,
+                                   .run = run_v1_norm_backward_then_dropout,
+                                   .tolerance = tolerance_v1_backward,
+                                   .kernels = {"layernorm_bwd_v2_fused_partials", "layernorm_bwd_v1_warp_dx",
+                                               "layernorm_bwd_v1_column_partials", "layernorm_bwd_column_sums"}}));
 
 }  // namespace
 }  // namespace lesson08

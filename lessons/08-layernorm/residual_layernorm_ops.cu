@@ -1,4 +1,4 @@
-// Lesson 08 — dropout_residual_layernorm: the op and its CPU reference. The sublayer
+// Lesson 08 — dropout_residual_layernorm and its backward: the ops and their CPU references. The sublayer
 // boundary of a pre-LN transformer block (GPT-2's): the sublayer's output h is dropped out
 // (lesson 07's stream), added to the residual stream x, and the sum is normalized for the
 // next sublayer.
@@ -17,7 +17,9 @@
 // (one fp32 fma, as the kernels' __fmaf_rn) and the rest in fp64 from it.
 //
 // The kernels live beside this file (residual_layernorm.cu: v1_residual_then_norm,
-// v2_fused_in_registers).
+// v2_fused_in_registers, and the backward's v1_norm_backward_then_dropout;
+// layernorm_backward.cu: the backward's v2_fused_residual_dropout). The backward's op is
+// at the end of this file.
 //
 //   klab test 08 --op dropout_residual_layernorm
 //   klab bench 08 --op dropout_residual_layernorm --variant p0.1
@@ -158,8 +160,101 @@ klab::Op make_op() {
   return op;
 }
 
+// ============================================================================================
+// dropout_residual_layernorm_backward
+// ============================================================================================
+// dx, dh, dgamma, dbeta from dy (the gradient of y), dres (the gradient the residual stream r
+// brings from the blocks after this one) and the forward's saved r, mean and rstd:
+//   dr    = dres + layernorm_backward's dx of r (layernorm_backward_ops.cu's formulas)
+//   dx    = dr                       (r = x + ...: the residual input's gradient is r's)
+//   dh    = dr * keep / (1 - p)      (the mask drawn again from the forward's seed and offset)
+//   dgamma, dbeta as layernorm_backward's
+// Inputs: r, gamma, dy, mean and rstd drawn as layernorm_backward's (r as its x), dres
+// uniform in [-1, 1); outputs dx, dgamma, dbeta (layernorm_backward's order), then dh.
+// Tolerances: layernorm_backward's (layernorm_backward_ops.cu derives them) for dx, dgamma
+// and dbeta; the add of dres is one more fp32 rounding of |dr| (inside f32's rtol). dh is dx
+// times scale <= 1.12 with one more rounding: f32 atol 3e-5 * 1.12 + u -> 4e-5. One column:
+// layernorm's dx is rstd (g - c1), 0 in exact arithmetic, off by up to 2.9e-5 in fp32
+// (rstd = 316) -> atol 1e-4. bf16: the output rounding dominates, the dtype's default.
+// v1_norm_backward_then_dropout rounds layernorm's dx to bf16 before it adds dres: residual_layernorm.cu
+// states its own tolerance.
+
+void generate_backward(const klab::Problem& p, std::uint64_t seed, klab::Inputs& in) {
+  generate_layernorm_backward(p, seed, in);
+  klab::fill_uniform(in.tensors.at(5), klab::derive_seed(seed, 7), -1.0, 1.0);
+  in.scalars = {std::floor(klab::uniform01(seed, 5) * 4503599627370496.0),   // as the forward's
+                std::floor(klab::uniform01(seed, 6) * 4294967296.0)};
+}
+
+klab::Reference reference_backward(const klab::Problem& p, const klab::Inputs& in) {
+  klab::Reference ref = layernorm_backward_reference(p, in);   // dx (layernorm's), dgamma, dbeta
+  const auto& dres = in.tensors.at(5);
+  const double drop = lesson07::drop_probability(p.variant);
+  const auto seed = static_cast<std::uint64_t>(in.scalars.at(0)), offset = static_cast<std::uint64_t>(in.scalars.at(1));
+  const std::uint64_t threshold = klab::dropout_threshold(drop);
+  const double scale = drop < 1.0 ? static_cast<double>(static_cast<float>(1.0 / (1.0 - drop))) : 0.0;
+  ref.emplace_back(ref[0].size());
+  klab::parallel_for(static_cast<i64>(ref[0].size()), [&](i64 b, i64 e) {
+    for (i64 i = b; i < e; ++i) {
+      const auto k = static_cast<std::size_t>(i);
+      ref[0][k] += dres.get(i);
+      ref[3][k] = klab::dropout_keep(seed, offset, static_cast<std::uint64_t>(i), threshold) ? ref[0][k] * scale : 0.0;
+    }
+  });
+  return ref;
+}
+
+klab::Tolerance tolerance_backward(const klab::Problem& p, int output) {
+  if (output == 1 || output == 2) return column_sum_tolerance(p.shape[0], output == 1 ? 4.4 : 1.0);
+  klab::Tolerance t = klab::default_tolerance(p.dtype);
+  if (p.dtype == klab::DType::f32) t.atol = p.shape[1] == 1 ? 1e-4 : (output == 0 ? 3e-5 : 4e-5);
+  return t;
+}
+
+klab::Op make_backward_op() {
+  klab::Op op;
+  op.lesson = "08";
+  op.name = "dropout_residual_layernorm_backward";
+  op.summary = "dx, dh, dgamma, dbeta of dropout_residual_layernorm from dy and the residual's gradient";
+  op.dims = {"rows", "cols"};
+  op.dtypes = {klab::DType::f32, klab::DType::bf16};
+  op.variants = {"p0.1", "p0", "p1"};
+  op.test_shapes = layernorm_backward_test_shapes();
+  op.bench_shapes = {{8192, 768}, {8192, 4096}, {4096, 16384}};
+  op.baseline = "v1_norm_backward_then_dropout";
+  op.tour = {"v1_norm_backward_then_dropout", "v2_fused_residual_dropout"};
+  op.bound = klab::Bound::memory;
+  op.inputs = [](const klab::Problem& p) {
+    return std::vector<klab::TensorSpec>{{"r", p.dtype, p.shape},
+                                         {"gamma", p.dtype, {p.shape[1]}},
+                                         {"dy", p.dtype, p.shape},
+                                         {"mean", klab::DType::f32, {p.shape[0]}},
+                                         {"rstd", klab::DType::f32, {p.shape[0]}},
+                                         {"dres", p.dtype, p.shape}};
+  };
+  op.outputs = [](const klab::Problem& p) {
+    return std::vector<klab::TensorSpec>{{"dx", p.dtype, p.shape},
+                                         {"dgamma", klab::DType::f32, {p.shape[1]}},
+                                         {"dbeta", klab::DType::f32, {p.shape[1]}},
+                                         {"dh", p.dtype, p.shape}};
+  };
+  // bytes (the default): r, dy, dres read and dx, dh written once (with gamma, mean, rstd,
+  // dgamma and dbeta): the per-block partial sums are a kernel's own cost, not counted.
+  op.generate = generate_backward;
+  op.reference = reference_backward;
+  op.tolerance = tolerance_backward;
+  op.validate = [](const klab::Problem& p) {
+    std::string why = validate_layernorm_shape(p);
+    if (why.empty() && p.shape[0] * p.shape[1] > std::numeric_limits<std::int32_t>::max() && p.variant != "p0.1")
+      why = "past 2^31 elements: f32 at p0.1 only";
+    return why;
+  };
+  return op;
+}
+
 }  // namespace
 
 KLAB_REGISTER(klab::register_op(make_op()));
+KLAB_REGISTER(klab::register_op(make_backward_op()));
 
 }  // namespace lesson08

@@ -83,4 +83,24 @@ KLAB_HOST_DEVICE inline bool dropout_keep(std::uint64_t seed, std::uint64_t offs
   return dropout_bits(seed, offset, i / 4).x[i % 4] >= threshold;
 }
 
+// The keep bits of the E elements i0 .. i0 + E - 1 of the stream, for a kernel that holds a
+// run of them (a 16-byte vector): one Philox call a quad where E is a multiple of 4, which
+// needs i0 to start a quad (i0 % 4 == 0, the caller's promise: a whole vector of a row whose
+// width is a multiple of the vector's); else one call an element.
+template <int E>
+KLAB_HOST_DEVICE inline void dropout_keep_run(std::uint64_t seed, std::uint64_t offset, std::uint64_t i0,
+                                              std::uint64_t threshold, bool (&keep)[E]) {
+  if constexpr (E % 4 == 0) {
+#if defined(__CUDA_ARCH__)
+#pragma unroll
+#endif
+    for (int q = 0; q < E / 4; ++q) {
+      const Philox4 bits = dropout_bits(seed, offset, i0 / 4 + static_cast<std::uint64_t>(q));
+      for (int w = 0; w < 4; ++w) keep[4 * q + w] = bits.x[w] >= threshold;
+    }
+  } else {
+    for (int e = 0; e < E; ++e) keep[e] = dropout_keep(seed, offset, i0 + static_cast<std::uint64_t>(e), threshold);
+  }
+}
+
 }  // namespace klab
