@@ -8,7 +8,8 @@ bench shapes, timed the way `klab bench` times a kernel.
 The lesson READMEs set their kernels beside these numbers ("ahead of PyTorch eager and
 compiled"); the script is how the numbers are made, so that anyone can make them again on
 their own GPU. It needs PyTorch with CUDA (`klab` does not: the figures are a JSON file
-checked in beside a lesson's bench JSON, lessons/NN-*/bench/<gpu>-<date>-torch.json).
+checked in beside a lesson's bench JSON, lessons/NN-*/bench/pytorch/<gpu>-<date>.json: a folder
+of its own, as `klab report` reads every lessons/NN-*/bench/*.json as klab's).
 
 Timing, as in klab's harness (docs/design.md, "Timing"): fresh inputs per shape, uniform in
 [-1, 1); three warm-up calls (the first compiles, for torch.compile); then launches until

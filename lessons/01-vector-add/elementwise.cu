@@ -16,6 +16,7 @@
 #include <cmath>
 
 #include "elementwise.cuh"
+#include "klab/device/activation.cuh"
 #include "klab/device/vec.cuh"
 #include "klab/triton.hpp"
 #if KLAB_HAVE_TRITON
@@ -27,7 +28,7 @@ namespace {
 
 // ---- the op specs: elementwise_op (elementwise.cuh) with each op's fp64 formula -------------
 
-double gelu_ref(double x) { return 0.5 * x * (1.0 + std::tanh(0.7978845608028654 * (x + 0.044715 * x * x * x))); }
+double gelu_ref(double x) { return klab::gelu_tanh_ref(x); }
 
 // Inputs over a range wide enough to reach the saturated tails of sigmoid and gelu.
 void wide_inputs(const klab::Problem&, std::uint64_t seed, klab::Inputs& in) {
@@ -107,14 +108,9 @@ struct Sigmoid {
 };
 struct Gelu {
   static constexpr int arity = 1;
-  // gelu(x) = 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3)))
-  __device__ float operator()(float x, float) const {
-    const float u = 0.7978845608028654f * (x + 0.044715f * x * x * x);
-    return 0.5f * x * (1.0f + tanhf(u));
-  }
-  static float cpu(float x, float, float) {
-    return 0.5f * x * (1.0f + std::tanh(0.7978845608028654f * (x + 0.044715f * x * x * x)));
-  }
+  // gelu(x) = 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))): klab/device/activation.cuh.
+  __device__ float operator()(float x, float) const { return klab::gelu_tanh(x); }
+  static float cpu(float x, float, float) { return klab::gelu_tanh(x); }
 };
 struct Sub {
   static constexpr int arity = 2;

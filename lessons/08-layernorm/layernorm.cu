@@ -133,32 +133,6 @@ std::string supports_v1(const klab::Problem& p) {
 // v2_block_registers
 // ============================================================================================
 
-// The body of v2 and of rmsnorm's v1: the row loaded into registers (layernorm_row.cuh's
-// layout, 16-byte vectors where VEC > 1), then normalized there.
-template <class T, int VEC, int NV, bool RMS>
-__device__ __forceinline__ void norm_row_in_registers(const T* __restrict__ g_x, const T* __restrict__ g_gamma,
-                                                      const T* __restrict__ g_beta, T* __restrict__ g_y,
-                                                      float* __restrict__ g_mean, float* __restrict__ g_rstd,
-                                                      int cols) {
-  static_assert(NV * VEC <= 32, "at most 32 elements a thread (32 registers of data)");
-  using V = klab::Vec<T, VEC>;
-  const T* x = g_x + static_cast<i64>(blockIdx.x) * cols;
-  float r_x[NV][VEC];                               // (NV, VEC) per thread
-  float s = 0.f;
-#pragma unroll
-  for (int k = 0; k < NV; ++k) {
-    const int c = row_col(k, VEC);
-    V v{};
-    if (c < cols) v = *reinterpret_cast<const V*>(x + c);   // cols is a multiple of VEC
-#pragma unroll
-    for (int i = 0; i < VEC; ++i) {
-      r_x[k][i] = c < cols ? klab::to_f32(v.v[i]) : 0.f;
-      s += r_x[k][i];
-    }
-  }
-  normalize_row_registers<T, VEC, NV, RMS>(r_x, s, g_gamma, g_beta, g_y, g_mean, g_rstd, cols);
-}
-
 template <class T, int VEC, int NV>
 __global__ void __launch_bounds__(1024)
 layernorm_v2_block_registers(const T* __restrict__ g_x, const T* __restrict__ g_gamma, const T* __restrict__ g_beta,

@@ -83,6 +83,10 @@ std::vector<klab::Dims> layernorm_backward_test_shapes();
 klab::Tolerance column_sum_tolerance(std::int64_t rows, double term_bound);
 void allow_zero_dx(klab::Tolerance& t, double atol);
 
+// From layernorm_ops.cu: the layernorm op as it registers it (inputs, outputs, shapes,
+// generator, reference, tolerances), for ops built on it (layernorm_gelu_ops.cu).
+klab::Op make_layernorm_op();
+
 // From layernorm.cu, for the kernels of other ops that normalize a tensor they wrote
 // (residual_layernorm.cu's unfused version): the fastest forward of this lesson for the
 // row's width, v2_block_registers up to 32,768 elements, v1_warp_welford past it.

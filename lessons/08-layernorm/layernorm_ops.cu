@@ -129,6 +129,10 @@ klab::Tolerance tolerance(const klab::Problem& p, int output) {
   return t;
 }
 
+}  // namespace
+
+// layernorm.cuh declares it: the op as registered here, for ops that extend it
+// (layernorm_gelu_ops.cu).
 klab::Op make_layernorm_op() {
   klab::Op op;
   op.lesson = "08";
@@ -156,8 +160,6 @@ klab::Op make_layernorm_op() {
   op.validate = validate_layernorm_shape;
   return op;
 }
-
-}  // namespace
 
 KLAB_REGISTER(klab::register_lesson({.id = "08",
                                      .slug = "layernorm",

@@ -9,6 +9,7 @@
 
 #include <cstdint>
 
+#include "klab/device/activation.cuh"
 #include "klab/device/block.cuh"
 #include "klab/device/vec.cuh"
 #include "klab/error.hpp"
@@ -25,8 +26,9 @@ __device__ __forceinline__ int row_col(int k, int vec) {
 // From the row in r_x (NV, VEC) and s, the thread's sum of its elements: mean (not for
 // RMS), the variance from a second pass over the same registers, rstd, and y written.
 // Block `row` of the grid; row `row` of g_y; g_mean and g_rstd at [row] (RMS: rmsnorm, no
-// mean, mean(x^2) in place of the variance, no beta; g_mean and g_beta unused).
-template <class T, int VEC, int NV, bool RMS>
+// mean, mean(x^2) in place of the variance, no beta; g_mean and g_beta unused). GELU: y
+// passes through GELU (klab/device/activation.cuh) before its store (op layernorm_gelu).
+template <class T, int VEC, int NV, bool RMS, bool GELU = false>
 __device__ __forceinline__ void normalize_row_registers(const float (&r_x)[NV][VEC], float s,
                                                         const T* __restrict__ g_gamma, const T* __restrict__ g_beta,
                                                         T* __restrict__ g_y, float* __restrict__ g_mean,
@@ -59,10 +61,38 @@ __device__ __forceinline__ void normalize_row_registers(const float (&r_x)[NV][V
     if constexpr (!RMS) b = *reinterpret_cast<const V*>(g_beta + c);
     V out;
 #pragma unroll
-    for (int i = 0; i < VEC; ++i)
-      out.v[i] = klab::from_f32<T>((r_x[k][i] - mean) * rstd * klab::to_f32(g.v[i]) + (RMS ? 0.f : klab::to_f32(b.v[i])));
+    for (int i = 0; i < VEC; ++i) {
+      const float v = (r_x[k][i] - mean) * rstd * klab::to_f32(g.v[i]) + (RMS ? 0.f : klab::to_f32(b.v[i]));
+      out.v[i] = klab::from_f32<T>(GELU ? klab::gelu_tanh(v) : v);
+    }
     *reinterpret_cast<V*>(y + c) = out;
   }
+}
+
+// The body of layernorm's v2, rmsnorm's v1 and layernorm_gelu's v2: the row loaded into registers (layernorm_row.cuh's
+// layout, 16-byte vectors where VEC > 1), then normalized there.
+template <class T, int VEC, int NV, bool RMS, bool GELU = false>
+__device__ __forceinline__ void norm_row_in_registers(const T* __restrict__ g_x, const T* __restrict__ g_gamma,
+                                                      const T* __restrict__ g_beta, T* __restrict__ g_y,
+                                                      float* __restrict__ g_mean, float* __restrict__ g_rstd,
+                                                      int cols) {
+  static_assert(NV * VEC <= 32, "at most 32 elements a thread (32 registers of data)");
+  using V = klab::Vec<T, VEC>;
+  const T* x = g_x + static_cast<std::int64_t>(blockIdx.x) * cols;
+  float r_x[NV][VEC];                               // (NV, VEC) per thread
+  float s = 0.f;
+#pragma unroll
+  for (int k = 0; k < NV; ++k) {
+    const int c = row_col(k, VEC);
+    V v{};
+    if (c < cols) v = *reinterpret_cast<const V*>(x + c);   // cols is a multiple of VEC
+#pragma unroll
+    for (int i = 0; i < VEC; ++i) {
+      r_x[k][i] = c < cols ? klab::to_f32(v.v[i]) : 0.f;
+      s += r_x[k][i];
+    }
+  }
+  normalize_row_registers<T, VEC, NV, RMS, GELU>(r_x, s, g_gamma, g_beta, g_y, g_mean, g_rstd, cols);
 }
 
 // Threads and vectors a thread for a row of `cols`: the fewest vectors a thread (NV in 1, 2,
