@@ -10,6 +10,9 @@
 //                       loads): mean from one block sum, then the variance from a second sum
 //                       of (x - mean)^2 over the same registers (two passes, no second read),
 //                       and y written from them. Rows up to 32,768 elements.
+//   v3_block_welford_long_rows  one block a row of any length: v1's Welford triples merged
+//                       across the block, then a second read of the row to write y (rows
+//                       past v2's 32,768 elements; two reads, as v1).
 //   triton              layernorm_triton.py: one program a row, the row as one block of
 //                       the smallest compiled width that holds it (up to 32,768).
 //   v1_block_registers  (op rmsnorm) v2 without the mean: one block sum of x^2 over the
@@ -193,6 +196,90 @@ std::string supports_v2(const klab::Problem& p) {
 }
 
 // ============================================================================================
+// v3_block_welford_long_rows
+// ============================================================================================
+
+// For rows too long for v2's registers (past 32,768 elements), and any other: one block a row,
+// v1's Welford at block scale. Each thread folds its 16-byte vectors of the row (elements
+// one at a time where the row is not whole vectors) into a running triple, the block merges
+// the triples (shuffles in each warp, then warp 0 over the warps' results in shared memory),
+// and a second read of the row writes y. Two reads and one write: 3 tensors' traffic where
+// v2 moves 2, but no row is too long. The second read finds much of the row in L2 (a
+// 131,072-element fp32 row is 512 KB).
+constexpr int kV3Threads = 512;
+
+template <class T, int VEC>
+__global__ void __launch_bounds__(kV3Threads)
+layernorm_v3_block_welford_long_rows(const T* __restrict__ g_x, const T* __restrict__ g_gamma,
+                                     const T* __restrict__ g_beta, T* __restrict__ g_y, float* __restrict__ g_mean,
+                                     float* __restrict__ g_rstd, int cols) {
+  using V = klab::Vec<T, VEC>;
+  __shared__ Welford s_w[kV3Threads / 32];
+  __shared__ float s_stat[2];                       // the row's mean and rstd
+  const i64 row = blockIdx.x;
+  const T* x = g_x + row * cols;
+  const int vecs = cols / VEC, warp = static_cast<int>(threadIdx.x) >> 5, lane = static_cast<int>(threadIdx.x) & 31;
+  Welford w{0.f, 0.f, 0.f};
+  for (int v = threadIdx.x; v < vecs; v += kV3Threads) {
+    const V r = *reinterpret_cast<const V*>(x + v * VEC);   // cols is a multiple of VEC
+#pragma unroll
+    for (int i = 0; i < VEC; ++i) welford_add(w, klab::to_f32(r.v[i]));
+  }
+  w = warp_welford(w);
+  if (lane == 0) s_w[warp] = w;
+  __syncthreads();
+  if (warp == 0) {
+    Welford b = lane < kV3Threads / 32 ? s_w[lane] : Welford{0.f, 0.f, 0.f};
+    b = warp_welford(b);
+    if (lane == 0) {
+      s_stat[0] = b.mean;
+      s_stat[1] = rsqrtf(b.m2 / static_cast<float>(cols) + kEps);
+      g_mean[row] = s_stat[0];
+      g_rstd[row] = s_stat[1];
+    }
+  }
+  __syncthreads();
+  const float mean = s_stat[0], rstd = s_stat[1];
+  T* y = g_y + row * cols;
+  for (int v = threadIdx.x; v < vecs; v += kV3Threads) {
+    const V r = *reinterpret_cast<const V*>(x + v * VEC);
+    const V g = *reinterpret_cast<const V*>(g_gamma + v * VEC), b = *reinterpret_cast<const V*>(g_beta + v * VEC);
+    V out;
+#pragma unroll
+    for (int i = 0; i < VEC; ++i)
+      out.v[i] = klab::from_f32<T>((klab::to_f32(r.v[i]) - mean) * rstd * klab::to_f32(g.v[i]) + klab::to_f32(b.v[i]));
+    *reinterpret_cast<V*>(y + v * VEC) = out;
+  }
+}
+
+void run_v3_block_welford_long_rows(const klab::Launch& l) {
+  const LnArgs a = ln_args(l);
+  if (a.rows == 0) return;
+  klab::dispatch_f32_bf16(l.problem.dtype, [&]<class T>() {
+    constexpr int VEC = klab::kVec16<T>;
+    const bool vec_ok = a.cols % VEC == 0 && klab::aligned16(a.x) && klab::aligned16(a.y) && klab::aligned16(a.gamma) &&
+                        klab::aligned16(a.beta);
+    const auto grid = static_cast<unsigned>(a.rows);
+    const auto* x = static_cast<const T*>(a.x);
+    const auto* g = static_cast<const T*>(a.gamma);
+    const auto* b = static_cast<const T*>(a.beta);
+    auto* y = static_cast<T*>(a.y);
+    if (vec_ok)
+      layernorm_v3_block_welford_long_rows<T, VEC>
+          <<<grid, kV3Threads, 0, l.stream>>>(x, g, b, y, a.mean, a.rstd, static_cast<int>(a.cols));
+    else
+      layernorm_v3_block_welford_long_rows<T, 1>
+          <<<grid, kV3Threads, 0, l.stream>>>(x, g, b, y, a.mean, a.rstd, static_cast<int>(a.cols));
+  });
+  KLAB_CHECK_LAUNCH();
+}
+
+std::string supports_v3(const klab::Problem& p) {
+  if (p.shape[0] > 0x7fffffff) return "too many rows for one grid";
+  return "";
+}
+
+// ============================================================================================
 // triton
 // ============================================================================================
 
@@ -244,6 +331,12 @@ KLAB_REGISTER(klab::register_impl({.op = "layernorm", .name = "v2_block_register
                                    .kind = klab::ImplKind::cuda,
                                    .supports = supports_v2,
                                    .run = run_v2_block_registers}));
+KLAB_REGISTER(klab::register_impl({.op = "layernorm", .name = "v3_block_welford_long_rows",
+                                   .summary = "a block a row of any length: Welford's triples merged across the "
+                                              "block, then a second read to write y",
+                                   .kind = klab::ImplKind::cuda,
+                                   .supports = supports_v3,
+                                   .run = run_v3_block_welford_long_rows}));
 KLAB_REGISTER(klab::register_impl({.op = "layernorm", .name = "triton",
                                    .summary = "Triton, one program a row: the row as one block, mean and "
                                               "variance in two passes over it",
