@@ -2,7 +2,7 @@
 #   make run    set up, build, and run the whole curriculum (verify, then bench)
 #   make test   set up, build, and run the tests (CPU tests; GPU checks skip without a GPU)
 # Both do all set-up on a fresh machine (tools/setup.sh): distribution packages, a .venv
-# with triton==3.6.0, the CMake configure and build. `make` alone sets up and builds.
+# with triton==3.6.0 and the cuDNN frontend's headers, the CMake configure and build. `make` alone sets up and builds.
 # The build writes build/env.sh: `source build/env.sh` puts `klab` on PATH.
 # No GPU? docs/no-gpu.md says what works and how to run the course on a GPU machine.
 PRESET ?= default

@@ -3,13 +3,15 @@
 #   tools/setup.sh deps   C++ packages from the distribution (CLI11, nlohmann-json, fmt,
 #                         GoogleTest, ninja); installs them with apt-get when run as root;
 #                         then checks for the CUDA toolkit (nvcc 12.5 or newer)
-#   tools/setup.sh venv   .venv with triton==3.6.0 from PyPI for the ahead-of-time compile;
-#                         when that fails the build goes on without the Triton impls
+#   tools/setup.sh venv   .venv with triton==3.6.0 from PyPI for the ahead-of-time compile,
+#                         and the cuDNN frontend's headers (lesson 08's cuDNN baseline); when
+#                         either fails the build goes on without the impls that need it
 #   tools/setup.sh browser  chromium, for the test that renders `klab report` in a headless
 #                         browser; installed when run as root, else that test skips (77)
 set -uo pipefail
 cd "$(dirname "$0")/.."
 TRITON_VERSION=3.6.0
+CUDNN_FRONTEND_VERSION=1.32.0
 CUDA_MIN=12.5
 
 deps() {
@@ -52,15 +54,27 @@ toolkit() {
 }
 
 venv() {
-  if [ -x .venv/bin/python ] && .venv/bin/python -c "import triton,sys; sys.exit(triton.__version__ != '$TRITON_VERSION')" 2>/dev/null; then
-    return 0
+  if ! { [ -x .venv/bin/python ] && .venv/bin/python -c "import triton,sys; sys.exit(triton.__version__ != '$TRITON_VERSION')" 2>/dev/null; }; then
+    echo "setup: creating .venv with triton==$TRITON_VERSION (for the Triton track; about 200 MB)"
+    if ! { python3 -m venv .venv && .venv/bin/pip install -q --disable-pip-version-check "triton==$TRITON_VERSION"; }; then
+      echo "setup: warning: could not install triton==$TRITON_VERSION; building without the Triton impls (klab doctor says why)"
+      return 0
+    fi
   fi
-  echo "setup: creating .venv with triton==$TRITON_VERSION (for the Triton track; about 200 MB)"
-  if python3 -m venv .venv && .venv/bin/pip install -q --disable-pip-version-check "triton==$TRITON_VERSION"; then
-    return 0
-  fi
-  echo "setup: warning: could not install triton==$TRITON_VERSION; building without the Triton impls (klab doctor says why)"
+  frontend
   return 0
+}
+
+# The cuDNN frontend's C++ headers (lesson 08's cuDNN baseline), from PyPI into .venv: they
+# land in site-packages/include, where lessons/08-layernorm/CMakeLists.txt looks. Headers
+# only: --no-deps leaves out the package's Python dependencies (CUTLASS's DSL and others,
+# hundreds of MB the headers do not need). Without them the cudnn impls say why they
+# cannot run.
+frontend() {
+  ls .venv/lib/python3*/site-packages/include/cudnn_frontend.h >/dev/null 2>&1 && return 0
+  echo "setup: installing nvidia-cudnn-frontend==$CUDNN_FRONTEND_VERSION into .venv (its C++ headers; about 50 MB)"
+  .venv/bin/pip install -q --disable-pip-version-check --no-deps "nvidia-cudnn-frontend==$CUDNN_FRONTEND_VERSION" ||
+    echo "setup: warning: could not install nvidia-cudnn-frontend; building without lesson 08's cuDNN baseline"
 }
 
 browser() {
