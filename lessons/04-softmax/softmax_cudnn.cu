@@ -24,6 +24,8 @@
 
 #if KLAB_HAVE_CUDNN
 #include <cudnn.h>
+
+#include "klab/cudnn.hpp"
 #endif
 
 using klab::DType;
@@ -32,17 +34,6 @@ using klab::Problem;
 namespace {
 
 #if KLAB_HAVE_CUDNN
-
-// One handle per device, made on first use (cudnnCreate is slow: outside the timed region,
-// which starts after warm-up). Never destroyed: it lives as long as the process.
-cudnnHandle_t handle_for_current_device() {
-  static cudnnHandle_t handles[64] = {};
-  int dev = 0;
-  KLAB_CHECK_CUDA(cudaGetDevice(&dev));
-  KLAB_REQUIRE(dev >= 0 && dev < 64, "cudnn: device index out of range");
-  if (!handles[dev]) KLAB_CHECK_CUDNN(cudnnCreate(&handles[dev]));
-  return handles[dev];
-}
 
 cudnnDataType_t cudnn_type(DType t) {
   return t == DType::bf16 ? CUDNN_DATA_BFLOAT16 : CUDNN_DATA_FLOAT;
@@ -65,7 +56,7 @@ struct Desc {
 void run_softmax_rows_cudnn(const klab::Launch& l) {
   const Problem& p = l.problem;
   if (p.shape[0] * p.shape[1] == 0) return;         // cuDNN rejects zero-sized tensors
-  cudnnHandle_t h = handle_for_current_device();
+  cudnnHandle_t h = klab::cudnn_handle();
   KLAB_CHECK_CUDNN(cudnnSetStream(h, l.stream));
   Desc desc(p);
   const float alpha = 1.f, beta = 0.f;              // float scaling factors for f32 and bf16
@@ -76,7 +67,7 @@ void run_softmax_rows_cudnn(const klab::Launch& l) {
 void run_softmax_bwd_cudnn(const klab::Launch& l) {
   const Problem& p = l.problem;
   if (p.shape[0] * p.shape[1] == 0) return;
-  cudnnHandle_t h = handle_for_current_device();
+  cudnnHandle_t h = klab::cudnn_handle();
   KLAB_CHECK_CUDNN(cudnnSetStream(h, l.stream));
   Desc desc(p);
   const float alpha = 1.f, beta = 0.f;
@@ -99,7 +90,7 @@ std::string probe(bool backward, DType t) {
     void* buf = nullptr;
     KLAB_CHECK_CUDA(cudaMalloc(&buf, 64));
     KLAB_CHECK_CUDA(cudaMemset(buf, 0, 64));
-    cudnnHandle_t h = handle_for_current_device();
+    cudnnHandle_t h = klab::cudnn_handle();
     KLAB_CHECK_CUDNN(cudnnSetStream(h, nullptr));
     Desc desc(p);
     const float alpha = 1.f, beta = 0.f;

@@ -35,6 +35,8 @@
 #define CUDNN_FRONTEND_SKIP_JSON_LIB 1
 #include <cudnn.h>
 
+#include "klab/cudnn.hpp"
+
 #include <cstring>   // the frontend's headers call std::strlen without including it
 #include <cudnn_frontend.h>
 #endif
@@ -45,16 +47,6 @@ namespace {
 #if KLAB_HAVE_CUDNN_FRONTEND
 namespace fe = cudnn_frontend;
 using Tensor = std::shared_ptr<fe::graph::Tensor_attributes>;
-
-// One handle per device, made on first use and never destroyed (as lesson 04's).
-cudnnHandle_t handle_for_current_device() {
-  static cudnnHandle_t handles[64] = {};
-  int dev = 0;
-  KLAB_CHECK_CUDA(cudaGetDevice(&dev));
-  KLAB_REQUIRE(dev >= 0 && dev < 64, "cudnn: device index out of range");
-  if (!handles[dev]) KLAB_CHECK_CUDNN(cudnnCreate(&handles[dev]));
-  return handles[dev];
-}
 
 // A built graph, its tensors in the order the launch binds them, and the workspace it
 // needs; or, where cuDNN refused the problem, why.
@@ -122,7 +114,7 @@ const void* built_for(const klab::Problem& p) {
     dbeta->set_output(true).set_data_type(fe::DataType_t::FLOAT);
     b.tensors = {x, gamma, dy, mean, rstd, dx, dgamma, dbeta};
   }
-  b.why = finish(b, handle_for_current_device());
+  b.why = finish(b, klab::cudnn_handle());
   return slot.get();
 #else
   (void)p;
@@ -159,7 +151,7 @@ void run_cudnn(const klab::Launch& l) {
 #if KLAB_HAVE_CUDNN_FRONTEND
   auto* b = const_cast<Built*>(static_cast<const Built*>(built_for<BACKWARD>(l.problem)));
   KLAB_REQUIRE(b->why.empty(), "cudnn: " + b->why);
-  cudnnHandle_t h = handle_for_current_device();
+  cudnnHandle_t h = klab::cudnn_handle();
   KLAB_CHECK_CUDNN(cudnnSetStream(h, l.stream));
   // The launch's tensors in the order built_for listed them: the op's inputs, then its outputs.
   std::unordered_map<Tensor, void*> pack;
