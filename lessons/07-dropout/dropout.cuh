@@ -8,12 +8,15 @@
 // floor(p · 2^32). The variant names p ("p0.1"); seed and offset are the op's two scalars.
 #pragma once
 
+#include <cmath>
 #include <cstdint>
 #include <string>
+#include <vector>
 
 #include "klab/device/philox.cuh"
 #include "klab/kernels.cuh"
 #include "klab/op.hpp"
+#include "klab/rng.hpp"
 
 namespace lesson07 {
 
@@ -35,6 +38,14 @@ inline DropoutArgs dropout_args(const klab::Launch& l) {
   a.threshold = klab::dropout_threshold(p);
   a.scale = p < 1.0 ? static_cast<float>(1.0 / (1.0 - p)) : 0.0f;
   return a;
+}
+
+// The stream's two scalars as an op draws them from its seed: a stream seed below 2^52 and an
+// offset below 2^32 (both exact as doubles), from the seed's derived draws k and k + 1. Every
+// op that draws this stream (dropout_ops.cu; lesson 08's fused residual block) calls it.
+inline std::vector<double> draw_stream_scalars(std::uint64_t seed, std::uint64_t k) {
+  return {std::floor(klab::uniform01(seed, k) * 4503599627370496.0),    // 2^52
+          std::floor(klab::uniform01(seed, k + 1) * 4294967296.0)};     // 2^32
 }
 
 inline std::int64_t numel(const klab::Problem& p) { return p.shape[0] * p.shape[1]; }

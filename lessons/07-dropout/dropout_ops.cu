@@ -55,9 +55,7 @@ klab::Op make_dropout_op() {
   op.generate = [](const klab::Problem&, std::uint64_t seed, klab::Inputs& in) {
     klab::fill_uniform(in.tensors[0], klab::derive_seed(seed, 0), -1.0, 1.0);
     // seed and offset travel as doubles: below 2^53 they are exact.
-    const double stream_seed = std::floor(klab::uniform01(seed, 1) * 4503599627370496.0);  // 2^52
-    const double offset = std::floor(klab::uniform01(seed, 2) * 4294967296.0);             // 2^32
-    in.scalars = {stream_seed, offset};
+    in.scalars = draw_stream_scalars(seed, 1);
   };
   op.reference = [](const klab::Problem& p, const klab::Inputs& in) {
     const auto& x = in.tensors.at(0);

@@ -67,8 +67,7 @@ void generate(const klab::Problem& p, std::uint64_t seed, klab::Inputs& in) {
   klab::fill_uniform(in.tensors.at(2), klab::derive_seed(seed, 1), 0.5, 1.5);
   klab::fill_uniform(in.tensors.at(3), klab::derive_seed(seed, 2), -0.5, 0.5);
   // seed and offset as lesson 07's op draws them (doubles: exact below 2^53).
-  in.scalars = {std::floor(klab::uniform01(seed, 5) * 4503599627370496.0),   // 2^52
-                std::floor(klab::uniform01(seed, 6) * 4294967296.0)};        // 2^32
+  in.scalars = lesson07::draw_stream_scalars(seed, 5);
 }
 
 klab::Reference reference(const klab::Problem& p, const klab::Inputs& in) {
@@ -182,8 +181,7 @@ klab::Op make_op() {
 void generate_backward(const klab::Problem& p, std::uint64_t seed, klab::Inputs& in) {
   generate_layernorm_backward(p, seed, in);
   klab::fill_uniform(in.tensors.at(5), klab::derive_seed(seed, 7), -1.0, 1.0);
-  in.scalars = {std::floor(klab::uniform01(seed, 5) * 4503599627370496.0),   // as the forward's
-                std::floor(klab::uniform01(seed, 6) * 4294967296.0)};
+  in.scalars = lesson07::draw_stream_scalars(seed, 5);   // as the forward's
 }
 
 klab::Reference reference_backward(const klab::Problem& p, const klab::Inputs& in) {
