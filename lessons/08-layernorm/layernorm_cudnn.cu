@@ -76,13 +76,11 @@ std::string finish(Built& b, cudnnHandle_t h) {
   if (auto e = g.get_workspace_size(b.workspace); e.is_bad()) return e.get_message();
   return "";
 }
-#endif
 
 // The built graph of a problem, made once (thread-safe: the harness may ask from supports()
 // and run()). BACKWARD: layernorm_backward's graph, else the forward's.
 template <bool BACKWARD>
-const void* built_for(const klab::Problem& p) {
-#if KLAB_HAVE_CUDNN_FRONTEND
+Built* built_for(const klab::Problem& p) {
   static std::mutex m;
   static std::map<std::tuple<std::int64_t, std::int64_t, int>, std::unique_ptr<Built>> cache;
   const std::lock_guard<std::mutex> lock(m);
@@ -116,17 +114,14 @@ const void* built_for(const klab::Problem& p) {
   }
   b.why = finish(b, klab::cudnn_handle());
   return slot.get();
-#else
-  (void)p;
-  return nullptr;
-#endif
 }
+#endif
 
 template <bool BACKWARD>
 std::string supports_cudnn(const klab::Problem& p) {
 #if KLAB_HAVE_CUDNN_FRONTEND
   if (p.shape[0] == 0) return "cuDNN takes no empty tensor";
-  const auto* b = static_cast<const Built*>(built_for<BACKWARD>(p));
+  const Built* b = built_for<BACKWARD>(p);
   return b->why.empty() ? "" : "cuDNN: " + b->why;
 #else
   (void)p;
@@ -138,7 +133,7 @@ template <bool BACKWARD>
 std::size_t workspace_cudnn(const klab::Problem& p) {
 #if KLAB_HAVE_CUDNN_FRONTEND
   if (p.shape[0] == 0) return 0;
-  const auto* b = static_cast<const Built*>(built_for<BACKWARD>(p));
+  const Built* b = built_for<BACKWARD>(p);
   return b->why.empty() ? static_cast<std::size_t>(b->workspace) : 0;
 #else
   (void)p;
@@ -149,7 +144,7 @@ std::size_t workspace_cudnn(const klab::Problem& p) {
 template <bool BACKWARD>
 void run_cudnn(const klab::Launch& l) {
 #if KLAB_HAVE_CUDNN_FRONTEND
-  auto* b = const_cast<Built*>(static_cast<const Built*>(built_for<BACKWARD>(l.problem)));
+  const Built* b = built_for<BACKWARD>(l.problem);
   KLAB_REQUIRE(b->why.empty(), "cudnn: " + b->why);
   cudnnHandle_t h = klab::cudnn_handle();
   KLAB_CHECK_CUDNN(cudnnSetStream(h, l.stream));
