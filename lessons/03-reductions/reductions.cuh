@@ -42,8 +42,7 @@ template <class K>
 int resident_blocks(K kernel, int threads, std::size_t smem = 0) {
   int per_sm = 0;
   KLAB_CHECK_CUDA(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kernel, threads, smem));
-  const int sms = klab::device_info().sms > 0 ? klab::device_info().sms : 132;
-  return (per_sm > 0 ? per_sm : 1) * sms;
+  return (per_sm > 0 ? per_sm : 1) * klab::sm_count();
 }
 
 inline int grid_for(std::int64_t work_items, int per_block, int cap) {

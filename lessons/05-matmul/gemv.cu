@@ -191,7 +191,7 @@ void run_v1_thread_per_row(const klab::Launch& l) {
 void run_v2_warp_per_row(const klab::Launch& l) {
   const int M = static_cast<int>(l.problem.shape[0]), K = static_cast<int>(l.problem.shape[1]);
   if (M == 0) return;
-  const int sms = klab::device_info().present ? klab::device_info().sms : 132;
+  const int sms = klab::sm_count();
   klab::dispatch_float(l.problem.dtype, [&]<class T>() {
     constexpr int V = 16 / sizeof(T);
     const bool vec = K % V == 0 && reinterpret_cast<std::uintptr_t>(l.in[0].data) % 16 == 0 &&
@@ -235,7 +235,7 @@ bool multi_row_vec_ok(const klab::Launch& l, int V) {
 void run_v3_multi_row(const klab::Launch& l) {
   const int M = static_cast<int>(l.problem.shape[0]), K = static_cast<int>(l.problem.shape[1]);
   if (M == 0) return;
-  const int sms = klab::device_info().present ? klab::device_info().sms : 132;
+  const int sms = klab::sm_count();
   klab::dispatch_float(l.problem.dtype, [&]<class T>() {
     constexpr int V = 16 / sizeof(T);
     KLAB_REQUIRE(multi_row_vec_ok(l, V), "v3_multi_row: K must be a multiple of 16 bytes (supports() says so)");

@@ -53,7 +53,7 @@ Split choose_split(const klab::Problem& p, const Tiling& t) {
   Split r;
   r.k_chunk = s.K;
   if (s.M == 0 || s.N == 0 || s.K == 0) return r;
-  const int sms = klab::device_info().present ? klab::device_info().sms : 132;
+  const int sms = klab::sm_count();
   const int64_t tiles = klab::ceil_div<int64_t>(s.M, t.bm) * klab::ceil_div<int64_t>(s.N, t.bn);
   const int64_t slots = int64_t{t.blocks_per_sm} * sms;
   int64_t want = t.whole_wave ? slots / tiles : klab::ceil_div<int64_t>(slots, tiles);

@@ -61,12 +61,14 @@ inline unsigned int blocks_for(std::int64_t n, std::int64_t per_block,
   return static_cast<unsigned int>(b < 1 ? 1 : (b > cap ? cap : b));
 }
 
+// The GPU's SMs; without a GPU (sizes only, e.g. a workspace asked for in CI) the H100's 132.
+inline int sm_count() { return device_info().sms > 0 ? device_info().sms : 132; }
+
 // Blocks for a grid-stride loop over work_items, `threads` a block (lesson 01): enough to
 // fill every SM per_sm times over (8 x 256 = 2048, an H100 SM's thread limit), never more
-// than the work needs. Without a GPU (sizes only) it assumes the H100's 132 SMs.
+// than the work needs.
 inline unsigned int grid_stride_blocks(std::int64_t work_items, int threads, int per_sm = 8) {
-  const int sms = device_info().sms > 0 ? device_info().sms : 132;
-  return blocks_for(work_items, threads, static_cast<std::int64_t>(sms) * per_sm);
+  return blocks_for(work_items, threads, static_cast<std::int64_t>(sm_count()) * per_sm);
 }
 
 }  // namespace klab
