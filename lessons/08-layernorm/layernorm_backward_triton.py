@@ -9,7 +9,7 @@ stay in registers across the run; at the end the program writes them as its part
 x and dy are read once, as by the CUDA v2_fused_partials.
 
 layernorm_bwd_sums_kernel: dgamma[c] and dbeta[c] as the sums of the programs' partial rows,
-a (32, 128) tile of partials at a time, 128 columns a program, always in the same order: the
+a (128, 32) tile of partials at a time, 32 columns a program, always in the same order: the
 same bits every run (no atomics).
 
 Compiled ahead of time by tools/triton_aot.py into layernorm_backward_triton.c/.h (the AOT
@@ -77,8 +77,10 @@ AOT = [dict(name=f"tr_layernorm_bwd_{dt}_{block}", kernel="layernorm_bwd_kernel"
        for dt, ty in (("f32", "fp32"), ("bf16", "bf16"))
        for block, warps in ((1024, 4), (4096, 8), (16384, 32))
        for cols in ("i32:16", "i32")]
-# The column sums: 128 columns a program, the partials 32 rows at a time.
+# The column sums: 32 columns a program, the partials 128 rows at a time, 8 warps. The
+# programs are few (cols / 32: 24 at C = 768) and each reads every partial row of its
+# columns, so each must keep many loads in flight: a (128, 32) tile is 16 floats a thread.
 AOT += [dict(name="tr_layernorm_bwd_sums", kernel="layernorm_bwd_sums_kernel",
-             signature=f"*fp32:16, *fp32:16, *fp32:16, *fp32:16, i32, {cols}, 32, 128",
-             grid="(cols + 127) / 128, 1, 1", num_warps=4, num_stages=1)
+             signature=f"*fp32:16, *fp32:16, *fp32:16, *fp32:16, i32, {cols}, 128, 32",
+             grid="(cols + 31) / 32, 1, 1", num_warps=8, num_stages=1)
         for cols in ("i32:16", "i32")]
