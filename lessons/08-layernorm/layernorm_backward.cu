@@ -46,6 +46,7 @@
 #include "klab/op.hpp"
 #include "layernorm.cuh"
 #include "layernorm_backward_rows.cuh"
+#include "row_plans.hpp"
 
 // The op (formulas, inputs, reference, tolerances): layernorm_backward_ops.cu.
 
@@ -245,43 +246,6 @@ dropout_residual_layernorm_bwd_v2_fused_residual_dropout(
 
 constexpr int kFusedMaxCols = 1024 * 16;
 
-// The fewest vectors a thread (NV = min_nv, 2 min_nv, ... while NV * VEC <= 16) that keep a
-// row group at or under 1024 threads, and as many row groups as fit in 1024 threads.
-struct FusedPlan {
-  int tpr = 0, nv = 0, groups = 0;
-  std::size_t smem = 0;                             // s_acc's bytes
-};
-FusedPlan plan_fused(i64 cols, int vec, int min_nv) {
-  for (int nv = min_nv; nv * vec <= 16; nv *= 2) {
-    const i64 tpr = klab::ceil_div<i64>(klab::ceil_div<i64>(cols, static_cast<i64>(vec) * nv), 32) * 32;
-    if (tpr > 1024) continue;
-    const int groups = static_cast<int>(std::min<i64>(15, 1024 / tpr));   // named barriers 1..15
-    return {static_cast<int>(tpr), nv, groups, sizeof(float) * 2 * static_cast<std::size_t>(groups * tpr * nv * vec)};
-  }
-  return {};
-}
-
-// The plan the fused kernels run: with 16-byte vectors, two a thread (8 elements in f32, 16
-// in bf16) unless that leaves lanes of the row group idle that one vector a thread keeps
-// busy (bf16 at 768 columns: 48 vectors of two in 64 threads, against 96 of one in 96).
-// One vector a thread was the only plan before; measured on the H100 (2026-11-26) it made
-// 1024-thread row groups at 4096 columns, whose reductions across 32 warps cost more than
-// their loads: layernorm 184 us in f32 and 108 us in bf16, against 142 and 89 at two
-// vectors; and at 768 columns in f32 34.0 us, against 29.7. Two vectors in bf16 at 768
-// columns measured 29.2 us against one's 26.4. The residual block's bf16 instance of two
-// vectors spills 80 B (klab inspect), so it keeps one; the scalar path (VEC = 1) keeps one,
-// its long instances spilling too.
-inline i64 idle_lanes(const FusedPlan& p, i64 cols, int vec) {
-  return p.tpr - klab::ceil_div<i64>(cols, static_cast<i64>(vec) * p.nv);
-}
-template <bool RESID>
-FusedPlan choose_fused_plan(i64 cols, int vec) {
-  const FusedPlan one = plan_fused(cols, vec, 1);
-  if (vec == 1 || (RESID && vec == 8) || one.nv == 0) return one;   // nv 0: the row does not fit
-  const FusedPlan two = plan_fused(cols, vec, 2);
-  return idle_lanes(two, cols, vec) > idle_lanes(one, cols, vec) ? one : two;
-}
-
 // Blocks that fit the GPU at once (a block never waits for another: each takes its share of
 // rows), never more than the rows need. Threads a block >= 480 (15 groups of 32 at the
 // least), so at most 4 an SM.
@@ -350,7 +314,7 @@ void run_fused(const klab::Launch& l) {
             x, gamma, dy, a.mean, a.rstd, dx, part, part + static_cast<i64>(blocks) * cols, a.rows, cols, pl.tpr);
     };
     const auto by_vec = [&]<int VEC>() {
-      const FusedPlan pl = choose_fused_plan<RESID>(cols, VEC);
+      const FusedPlan pl = choose_fused_plan(cols, VEC, RESID);
       KLAB_REQUIRE(pl.nv > 0, "layernorm_backward: row too long for the fused kernel (supports() should have said so)");
       switch (pl.nv) {
         case 1: go.template operator()<VEC, 1>(pl); break;

@@ -15,6 +15,7 @@
 #include "klab/error.hpp"
 #include "klab/kernels.cuh"
 #include "layernorm.cuh"
+#include "row_plans.hpp"
 
 namespace lesson08 {
 
@@ -95,35 +96,6 @@ __device__ __forceinline__ void norm_row_in_registers(const T* __restrict__ g_x,
   normalize_row_registers<T, VEC, NV, RMS, GELU>(r_x, s, g_gamma, g_beta, g_y, g_mean, g_rstd, cols);
 }
 
-// Threads and vectors a thread for a row of `cols` (NV in 1, 2, 4, ... while NV * VEC <= 32,
-// 32 registers of data). With 16-byte vectors: the fewest vectors a thread that keep the
-// block at or under 256 threads, and a row too long for that the most (the fewest threads,
-// up to 1024). Measured on the H100 (2026-11-26, the bench shapes at 128, 256, 512 and 1024
-// threads at most): at 8192x4096 a 1024-thread block of one vector a thread spent its time
-// in the block's two reductions (layernorm 102 us in f32, 88 us at 256 threads), and at
-// 16384 columns the residual block ran 1.19x faster in bf16 at 512 threads than at 1024.
-// The scalar path (VEC = 1: a row not 16-byte aligned) keeps the fewest vectors that fit
-// 1024 threads, because its long instances spill (klab inspect: NV = 32 has 48-72 B of
-// stack). nv = 0: the row does not fit (more than 32,768 elements).
-struct RowPlan {
-  int threads = 0, nv = 0;
-};
-inline RowPlan plan_row_registers(std::int64_t cols, int vec) {
-  const auto threads_for = [&](int nv) {
-    return klab::ceil_div<std::int64_t>(klab::ceil_div<std::int64_t>(cols, std::int64_t{vec} * nv), 32) * 32;
-  };
-  if (vec > 1) {
-    for (int nv = 1; nv * vec <= 32; nv *= 2)
-      if (threads_for(nv) <= 256) return {static_cast<int>(threads_for(nv)), nv};
-    const int most = 32 / vec;
-    if (threads_for(most) <= 1024) return {static_cast<int>(threads_for(most)), most};
-    return {};
-  }
-  for (int nv = 1; nv <= 32; nv *= 2)
-    if (threads_for(nv) <= 1024) return {static_cast<int>(threads_for(nv)), nv};
-  return {};
-}
-inline constexpr std::int64_t kRowRegistersMaxCols = 1024 * 32;
 
 // Calls go.template operator()<NV>() with the plan's NV as a constant (NV * VEC <= 32).
 template <int VEC, class Go>

@@ -14,11 +14,9 @@
 #include "klab/device.hpp"
 #include "klab/dtype.hpp"
 #include "klab/error.hpp"
+#include "klab/math.hpp"
 
 namespace klab {
-
-template <class T>
-__host__ __device__ constexpr T ceil_div(T a, T b) { return (a + b - 1) / b; }
 
 template <class T> __device__ __forceinline__ float to_f32(T v);
 template <> __device__ __forceinline__ float to_f32<float>(float v) { return v; }

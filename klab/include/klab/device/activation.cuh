@@ -8,11 +8,7 @@
 
 #include <cmath>
 
-#if defined(__CUDACC__)
-#define KLAB_ACT_HOST_DEVICE __host__ __device__
-#else
-#define KLAB_ACT_HOST_DEVICE
-#endif
+#include "klab/math.hpp"   // KLAB_HOST_DEVICE
 
 namespace klab {
 
@@ -20,7 +16,7 @@ inline constexpr double kGeluTanhC = 0.7978845608028654;   // sqrt(2 / pi)
 inline constexpr double kGeluTanhA = 0.044715;
 
 // fp32: tanhf (a few ulp), not tanh.approx (2^-11 relative).
-KLAB_ACT_HOST_DEVICE inline float gelu_tanh(float x) {
+KLAB_HOST_DEVICE inline float gelu_tanh(float x) {
   const float u = static_cast<float>(kGeluTanhC) * (x + static_cast<float>(kGeluTanhA) * x * x * x);
   return 0.5f * x * (1.0f + tanhf(u));
 }

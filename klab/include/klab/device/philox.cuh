@@ -23,11 +23,7 @@
 
 #include <cstdint>
 
-#if defined(__CUDACC__)
-#define KLAB_HOST_DEVICE __host__ __device__
-#else
-#define KLAB_HOST_DEVICE
-#endif
+#include "klab/math.hpp"   // KLAB_HOST_DEVICE
 
 namespace klab {
 
