@@ -17,6 +17,7 @@
 #include <string>
 
 #include "klab/compare.hpp"
+#include "klab/device/activation.cuh"
 #include "klab/device/cp_async.cuh"
 #include "klab/device/vec.cuh"
 #include "klab/error.hpp"
@@ -40,13 +41,12 @@ inline Act act_of(const std::string& variant) {
   return Act::silu;
 }
 
-// GELU's tanh form: 0.5·v·(1 + tanh(√(2/π)·(v + 0.044715·v³))).
-inline constexpr double kGeluC = 0.7978845608028654, kGeluA = 0.044715;
-
+// GELU's tanh form, 0.5·v·(1 + tanh(√(2/π)·(v + 0.044715·v³))): its constants and fp64
+// reference are the framework's (klab/device/activation.cuh, lesson 01's GELU).
 inline double act_ref(Act a, double v) {
   switch (a) {
     case Act::relu: return v > 0.0 ? v : 0.0;
-    case Act::gelu: return 0.5 * v * (1.0 + std::tanh(kGeluC * (v + kGeluA * v * v * v)));
+    case Act::gelu: return klab::gelu_tanh_ref(v);
     case Act::silu: return v / (1.0 + std::exp(-v));
     default: return v;
   }
@@ -72,7 +72,8 @@ __device__ __forceinline__ float activate(float v) {
   if constexpr (A == Act::relu) {
     return fmaxf(v, 0.f);
   } else if constexpr (A == Act::gelu) {
-    const float u = v * fmaf(static_cast<float>(kGeluC * kGeluA), v * v, static_cast<float>(kGeluC));
+    const float u = v * fmaf(static_cast<float>(klab::kGeluTanhC * klab::kGeluTanhA), v * v,
+                             static_cast<float>(klab::kGeluTanhC));
     const float hv = 0.5f * v;
     return fmaf(hv, tanh_approx(u), hv);
   } else if constexpr (A == Act::silu) {
