@@ -40,7 +40,9 @@ clock event says "throttled" and names the events. Rows not measured (unsupporte
 median) are left out.
 
 With torch=PATH, each problem of the selected rows gets one line: the fastest selected klab
-impl (its median and GB/s or TFLOP/s) beside PyTorch's eager and torch.compile medians for
+impl, vendor baselines left out (the comparison is of the course's kernels; cuDNN or cuBLAS
+beside PyTorch is a different question), its median and GB/s or TFLOP/s, beside PyTorch's
+eager and torch.compile medians for
 the same op, shape, dtype and variant, and the ratios of their medians to klab's (above 1:
 klab is faster). Both files must name the same GPU (a ratio across two GPUs means
 nothing); a problem PyTorch has no row for is an error.
@@ -269,6 +271,8 @@ def torch_lines(j, rel, recs, trel, readme_dir):
         torch_at[(r["op"], "x".join(str(d) for d in r["shape"]), r["dtype"], r.get("variant") or "", r["impl"])] = r
     best = {}
     for r in recs:
+        if r.get("kind") == "vendor":
+            continue
         k = (r["op"], shape_of(r), r["problem"]["dtype"], r["problem"].get("variant") or "")
         if k not in best or r["median_ms"] < best[k]["median_ms"]:
             best[k] = r
