@@ -29,6 +29,10 @@ What each op runs:
   dropout_residual_layernorm
                       r = x + F.dropout(h, p=0.1, training=True), then F.layer_norm(r) with
                       weight and bias: r and the normalized r both returned (lesson 08)
+  dropout_residual_layernorm_backward
+                      the gradients of that block (x, h, weight, bias) for a given dy of the
+                      normalized r and dres of r: autograd through the dropout, the add and
+                      the layernorm, as a training step runs it
   layernorm           F.layer_norm over the last dimension, with weight and bias, eps 1e-5
   layernorm_backward  the gradients of layernorm's output (x, weight, bias) for a given dy
   rmsnorm             F.rms_norm over the last dimension, with weight, eps 1e-5
@@ -48,7 +52,8 @@ import time
 
 ROWS_COLS = [(8192, 768), (8192, 4096), (4096, 16384)]
 LINEAR = [(8192, 3072, 768), (8192, 768, 3072), (4096, 4096, 4096)]
-OPS = ["add_mul", "linear_bias_act", "dropout", "dropout_residual_layernorm", "layernorm", "layernorm_backward", "rmsnorm", "rmsnorm_backward"]
+OPS = ["add_mul", "linear_bias_act", "dropout", "dropout_residual_layernorm", "dropout_residual_layernorm_backward",
+       "layernorm", "layernorm_backward", "rmsnorm", "rmsnorm_backward"]
 
 
 def parse_args():
@@ -147,6 +152,17 @@ def build(torch, op, shape, dtype, variant, device):
             return r, F.layer_norm(r, (cols,), w, b, 1e-5)
         # x, h read; r, y written; the weights read once
         return block, (4 * rows * cols + 2 * cols) * size, "gbps"
+    if op == "dropout_residual_layernorm_backward":
+        x, h = rand(rows, cols, grad=True), rand(rows, cols, grad=True)
+        w, b = rand(cols, grad=True), rand(cols, grad=True)
+
+        def block_fwd():
+            r = x + F.dropout(h, p=0.1, training=True)
+            return r, F.layer_norm(r, (cols,), w, b, 1e-5)
+        dres, dy = rand(rows, cols), rand(rows, cols)
+        # as the klab op counts: r, dy and dres read, dx and dh written, the weights and
+        # their gradients once each
+        return ("backward", block_fwd, (x, h, w, b), (dres, dy)), (5 * rows * cols + 4 * cols) * size, "gbps"
     backward = op.endswith("_backward")
     # The weights need gradients only for a backward: a forward with them would time an
     # autograd graph's bookkeeping as well.
@@ -166,7 +182,8 @@ def build(torch, op, shape, dtype, variant, device):
 
 
 def timed(torch, timer, fn):
-    if isinstance(fn, tuple):   # a backward: the forward once, the gradients timed
+    if isinstance(fn, tuple):   # a backward: the forward once, the gradients timed (dy a tuple
+        # where the forward returns several outputs)
         _, fwd, params, dy = fn
         y = fwd()
         return timer(lambda: torch.autograd.grad(y, params, dy, retain_graph=True))
@@ -203,7 +220,7 @@ def main():
                        unit: amount / (med * 1e-3) / (1e9 if unit == "gbps" else 1e12)}
                 out["rows"].append(row)
                 label = "x".join(map(str, shape)) + (" " + variant if variant else "")
-                print(f"{op:19s} {label:20s} {tname:4s} {impl:13s} {med * 1e3:9.1f} us  {row[unit]:8.1f} "
+                print(f"{op:35s} {label:20s} {tname:4s} {impl:13s} {med * 1e3:9.1f} us  {row[unit]:8.1f} "
                       f"{'GB/s' if unit == 'gbps' else 'TFLOP/s'}", flush=True)
             torch._dynamo.reset()
     if a.out:
