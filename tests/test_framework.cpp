@@ -7,6 +7,7 @@
 #include <functional>
 #include <limits>
 #include <mutex>
+#include <regex>
 #include <thread>
 
 #include "klab/cli.hpp"
@@ -326,6 +327,41 @@ TEST(Registry, EveryLessonNamesItsExerciseOpAndReferenceImpl) {
     ASSERT_FALSE(l.exercise_op.empty()) << l.id;
     EXPECT_NE(registry().find_op(l.exercise_op), nullptr) << l.id;
     EXPECT_NE(registry().find_impl(l.exercise_op, l.exercise_reference), nullptr) << l.id;
+  }
+}
+
+// klab list, test and bench show an op's impls as its ladder, whatever order the lessons'
+// object files registered them in (lesson 05's v17 registered before v14; lesson 08's fused
+// block's backward v2 before v1).
+TEST(Registry, ListsAnOpsImplsAsItsLadder) {
+  const auto group = [](const Impl& im) {
+    return im.kind == ImplKind::triton ? 1 : im.kind == ImplKind::vendor ? 2 : im.kind == ImplKind::exercise ? 3 : 0;
+  };
+  const std::regex numbered("v([0-9]+)_.*");
+  const auto version = [&](const Impl& im) {
+    std::smatch m;
+    return group(im) == 0 && std::regex_match(im.name, m, numbered) ? std::stol(m[1].str()) : 0L;
+  };
+  for (const auto& op : registry().ops()) {
+    const auto impls = registry().impls_of(op.name);
+    for (std::size_t i = 1; i < impls.size(); ++i) {
+      const Impl &a = *impls[i - 1], &b = *impls[i];
+      EXPECT_LE(group(a), group(b)) << op.name << ": " << a.name << " before " << b.name;
+      if (group(a) == group(b)) EXPECT_LE(version(a), version(b)) << op.name << ": " << a.name << " before " << b.name;
+    }
+  }
+  const auto position = [](const std::string& op, const std::string& name) {
+    const auto impls = registry().impls_of(op);
+    for (std::size_t i = 0; i < impls.size(); ++i)
+      if (impls[i]->name == name) return static_cast<long>(i);
+    return -1L;
+  };
+  if (registry().find_op("dropout_residual_layernorm_backward"))
+    EXPECT_EQ(position("dropout_residual_layernorm_backward", "v1_norm_backward_then_dropout"), 0);
+  if (registry().find_impl("matmul", "v17_splitk_wgmma")) {
+    EXPECT_LT(position("matmul", "v14_wgmma_tma"), position("matmul", "v17_splitk_wgmma"));
+    EXPECT_LT(position("matmul", "v12_splitk"), position("matmul", "v13_mma_autotuned"));
+    EXPECT_LT(position("matmul", "v2_coalesced"), position("matmul", "v10_mma_sync"));   // by number, not by name
   }
 }
 

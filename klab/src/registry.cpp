@@ -1,4 +1,7 @@
 #include <algorithm>
+#include <cctype>
+#include <string>
+#include <utility>
 
 #include <fmt/format.h>
 
@@ -79,10 +82,37 @@ std::vector<const Op*> Registry::ops_of(const std::string& lesson_id) const {
   return out;
 }
 
+// impls_of lists an op's impls as its ladder, whatever order the object files registered
+// them in: the CPU and CUDA versions by their number (v2_... before v12_...; an unnumbered
+// one, such as a cpu baseline, first), then Triton, then the vendor baselines, then the
+// exercises; ties keep their registration order. klab list, test and bench show that order.
+namespace {
+// The rung of an impl on its op's ladder: (group, version number).
+std::pair<int, long> rung(const Impl& im) {
+  int group = 0;
+  switch (im.kind) {
+    case ImplKind::cpu:
+    case ImplKind::cuda: group = 0; break;
+    case ImplKind::triton: group = 1; break;
+    case ImplKind::vendor: group = 2; break;
+    case ImplKind::exercise: group = 3; break;
+  }
+  long version = 0;   // "v12_splitk" is 12; a name that is not vN_... is 0
+  const std::string& n = im.name;
+  if (n.size() > 2 && n[0] == 'v' && std::isdigit(static_cast<unsigned char>(n[1]))) {
+    std::size_t i = 1;
+    while (i < n.size() && std::isdigit(static_cast<unsigned char>(n[i]))) ++i;
+    if (i < n.size() && n[i] == '_') version = std::stol(n.substr(1, i - 1));
+  }
+  return {group, group == 0 ? version : 0};
+}
+}  // namespace
+
 std::vector<const Impl*> Registry::impls_of(const std::string& op) const {
   std::vector<const Impl*> out;
   for (const auto& im : impls_)
     if (im.op == op) out.push_back(&im);
+  std::stable_sort(out.begin(), out.end(), [](const Impl* a, const Impl* b) { return rung(*a) < rung(*b); });
   return out;
 }
 
