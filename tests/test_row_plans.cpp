@@ -105,7 +105,7 @@ TEST(RowPlans, TritonBackwardPartialsAlignedAndInsideTheWorkspace) {
         ASSERT_GE(t.programs, 1);
         ASSERT_GE(t.programs * t.rows_per_prog, rows) << "a row no program takes";
         ASSERT_LT((t.programs - 1) * t.rows_per_prog, rows) << "a program with no row";
-        ASSERT_LE(t.programs, sms * lesson08::kTritonBwdMostPerSm);
+        ASSERT_LE(t.programs, sms * lesson08::triton_bwd_programs_per_sm(cols));
         ASSERT_EQ(t.db_at % 4, 0) << "dbeta's partials not 16-byte aligned: rows " << rows << " cols " << cols;
         ASSERT_GE(t.db_at, t.programs * cols) << "dbeta's partials overlap dgamma's";
         ASSERT_LE(static_cast<std::size_t>(t.floats) * sizeof(float), lesson08::triton_bwd_workspace(rows, cols, sms))

@@ -96,7 +96,6 @@ __device__ __forceinline__ void norm_row_in_registers(const T* __restrict__ g_x,
   normalize_row_registers<T, VEC, NV, RMS, GELU>(r_x, s, g_gamma, g_beta, g_y, g_mean, g_rstd, cols);
 }
 
-
 // Calls go.template operator()<NV>() with the plan's NV as a constant (NV * VEC <= 32).
 template <int VEC, class Go>
 void dispatch_row_nv(int nv, Go&& go) {

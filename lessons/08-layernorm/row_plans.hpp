@@ -104,7 +104,6 @@ inline FusedPlan choose_fused_plan(i64 cols, int vec, bool resid) {
 // floats: the compiled kernels take every pointer as 16-byte aligned (the `:16` of their
 // signatures) and the launcher Triton links refuses one that is not.
 inline i64 triton_bwd_programs_per_sm(i64 cols) { return cols <= 1024 ? 8 : cols <= 4096 ? 2 : 1; }
-inline constexpr i64 kTritonBwdMostPerSm = 8;
 
 struct TritonBwdLayout {
   i64 rows_per_prog = 1, programs = 0;   // programs = partial rows
@@ -123,7 +122,7 @@ inline TritonBwdLayout triton_bwd_layout(i64 rows, i64 cols, i64 sms) {
 }
 // The most any layout of (rows, cols) uses: two partial rows a program plus the alignment.
 inline std::size_t triton_bwd_workspace(i64 rows, i64 cols, i64 sms) {
-  const i64 most = std::min(rows, sms * kTritonBwdMostPerSm);
+  const i64 most = std::min(rows, sms * triton_bwd_programs_per_sm(cols));
   return 2 * sizeof(float) * static_cast<std::size_t>(most * cols) + 16;
 }
 
