@@ -23,7 +23,8 @@ tree is never written) and asserts one behaviour:
     torch              a torch= region (bench/h100-2026-11-25-torch.json) renders klab's
                        fastest impl a problem beside PyTorch's medians, with their ratios, and
                        "-" where PyTorch has no compiled row; a vendor impl is never the one
-                       rendered (the fastest marked vendor, the next one takes its place)
+                       rendered (the fastest marked vendor, the next one takes its place);
+                       an op whose peak is in TFLOP/s shows TFLOP/s
     torch_other_gpu    a torch= file from another GPU fails, and so does a problem PyTorch
                        has no row for
 
@@ -164,6 +165,16 @@ def main():
         text = read(readme)
         if "| 4096x4096 | bf16 | triton | 33.4 us |" not in text or "v2_smem_tile" in text:
             fail(f"a vendor impl was rendered, or the next fastest was not:\n{text}")
+        # A compute-bound op (its peak in TFLOP/s, as a matmul's) shows TFLOP/s, not GB/s,
+        # though its records carry both.
+        for r in js["bench"]:
+            r["peak"], r["tflops"] = "cuBLAS bf16 797 TFLOP/s", 123.456
+        write(kj, json.dumps(js))
+        rc, out = run("render", readme)
+        expect(rc, out, 0)
+        text = read(readme)
+        if "| median | TFLOP/s |" not in text or "| 33.4 us | 123.5 |" not in text:
+            fail(f"a compute-bound op was not rendered in TFLOP/s:\n{text}")
     elif mode == "torch_other_gpu":
         tj = os.path.join(d, "bench", "h100-2026-11-25-torch.json")
         write(tj, read(tj).replace('"device": "NVIDIA H100 80GB HBM3"', '"device": "NVIDIA H200"', 1))
