@@ -24,7 +24,8 @@
 // a source size below 16 fills the rest with zeros), stores are guarded. cp.async needs
 // 16-byte aligned sources: when a row length is not a multiple of 8 elements the same
 // kernel is instantiated with plain loads (ASYNC = false) — correct, slower. The cp.async
-// wrappers are klab/device/cp_async.cuh; ldmatrix and mma.sync are wrapped below.
+// wrappers are klab/device/cp_async.cuh, ldmatrix's klab/device/wgmma.cuh; mma.sync is wrapped
+// below.
 //
 // The Hopper versions (TMA + wgmma, warp specialisation, persistent) go in a file of their
 // own that registers v14_... impls for the same ops, guarded with __CUDA_ARCH__ >= 900.
@@ -39,6 +40,7 @@
 #include <vector>
 
 #include "klab/device/cp_async.cuh"
+#include "klab/device/wgmma.cuh"
 #include "klab/error.hpp"
 #include "klab/kernels.cuh"
 #include "klab/op.hpp"
@@ -52,21 +54,6 @@ using std::int64_t;
 using std::uint32_t;
 
 // ---- PTX wrappers (sm_80+; empty below it: KLAB_TC_UNSUPPORTED, matmul.cuh) ----------
-// Four 8x8 b16 matrices; lanes 8i..8i+7 give the row addresses of matrix i. Lane l gets,
-// in register i, row l/4, columns 2(l%4) and 2(l%4)+1 of matrix i (of its transpose with
-// TRANS).
-template <bool TRANS>
-__device__ __forceinline__ void ldmatrix_x4(uint32_t (&r_frag)[4], uint32_t s_addr) {
-#ifndef KLAB_TC_UNSUPPORTED
-  if (TRANS)
-    asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0, %1, %2, %3}, [%4];\n"
-                 : "=r"(r_frag[0]), "=r"(r_frag[1]), "=r"(r_frag[2]), "=r"(r_frag[3]) : "r"(s_addr));
-  else
-    asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0, %1, %2, %3}, [%4];\n"
-                 : "=r"(r_frag[0]), "=r"(r_frag[1]), "=r"(r_frag[2]), "=r"(r_frag[3]) : "r"(s_addr));
-#endif
-}
-
 // D(16x8, f32) += A(16x16, bf16, row) · B(16x8, bf16, col).
 __device__ __forceinline__ void mma_bf16_16816(float (&r_d)[4], const uint32_t (&r_a)[4], const uint32_t (&r_b)[2]) {
 #ifndef KLAB_TC_UNSUPPORTED
@@ -352,11 +339,11 @@ __global__ void __launch_bounds__(Cfg::NT, Cfg::MIN_BLOCKS) matmul_mma_sync(Gemm
     // for an M-contiguous tile, with m = wm0 + 16 mi + 8 (li % 2), k = 16 s + 8 (li / 2);
     // for B, n = wn0 + 16 nj + 8 (li / 2), k = 16 s + 8 (li % 2).
 #pragma unroll
-    for (int mi = 0; mi < MI; ++mi) ldmatrix_x4<!AK>(r_a[mi], s_a + frag_a.at(mi, s));
+    for (int mi = 0; mi < MI; ++mi) klab::ldmatrix_x4<!AK>(r_a[mi], s_a + frag_a.at(mi, s));
 #pragma unroll
     for (int nj = 0; nj < NI / 2; ++nj) {
       uint32_t r_x4[4];
-      ldmatrix_x4<!BK>(r_x4, s_b + frag_b.at(nj, s));
+      klab::ldmatrix_x4<!BK>(r_x4, s_b + frag_b.at(nj, s));
       r_b[2 * nj][0] = r_x4[0], r_b[2 * nj][1] = r_x4[1], r_b[2 * nj + 1][0] = r_x4[2], r_b[2 * nj + 1][1] = r_x4[3];
     }
   };

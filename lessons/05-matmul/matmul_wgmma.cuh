@@ -19,6 +19,18 @@
 // say); they land while the main loop runs, and apply() reads them after a warpgroup barrier. The copies never hold a
 // register through the main loop, and apply() never waits on global memory.
 //
+// An epilogue may also read a source tile: a bf16 matrix of C's shape and row pitch (lesson
+// 06's GELU backward reads the forward's pre-activation), declared by
+// `static constexpr bool kSourceTile = true` and a member `const void* source`. From the
+// middle k-step of each tile's main loop (the previous tile's TMA store has read the staging
+// area by then) the kernel copies the warpgroup's 64 x BN block of it by TMA into v19's C
+// staging area, which this tile's own store overwrites afterwards; the copy lands while the
+// MMAs run, in no register. apply() then takes a SourceTile as its last argument:
+//   template <int ACC> __device__ void apply(float (&r_acc)[ACC], int row, int col,
+//                                            unsigned char* s_epi, const SourceTile& src) const;
+// and src.load(jn, v) reads the block with ldmatrix in the accumulators' layout: v[i] holds
+// the bf16 pair of r_acc[8 jn + 2i] and r_acc[8 jn + 2i + 1].
+//
 // Everything here is in an anonymous namespace inside lesson05: each file that includes it
 // compiles its own instances, so two lessons never share a kernel symbol.
 #pragma once
@@ -109,6 +121,13 @@ constexpr int epi_smem_bytes() {
   else return 0;
 }
 
+// Whether an epilogue reads a source tile (kSourceTile).
+template <class Epi>
+constexpr bool epi_has_source() {
+  if constexpr (requires { Epi::kSourceTile; }) return Epi::kSourceTile;
+  else return false;
+}
+
 // Register split of the warp-specialized kernels: 128 x 40 + 256 x 232 <= 64K registers.
 constexpr int kProducerRegs = 40, kConsumerRegs = 232;
 
@@ -189,15 +208,31 @@ __device__ __forceinline__ void load_stage(const CUtensorMap* tm_a, const CUtens
 // rows and columns outside C. Each warp writes its 16 rows with stmatrix, 16 columns per
 // instruction; the swizzle puts the 8 rows of each 8x8 matrix in 8 different 16-byte
 // bank groups. The previous tile's stores must have read the staging area first.
+// The staging address of this lane's row for the 16-column step at column col0 (a multiple of
+// 16) of a 64 x COLS area: 64-column boxes of 8 KB, rows of 128 bytes, the 16-byte chunks of
+// row r swizzled by r % 8. Each lane names one row of one 8x8 matrix: matrix lane / 8 is
+// (rows + 8 if odd, columns + 8 if >= 2) of the 16 x 16 block of its warp's 16 rows.
+__device__ __forceinline__ uint32_t staging_row(uint32_t s_c, int warp_in_wg, int lane, int col0) {
+  const int r = warp_in_wg * 16 + (lane % 8) + ((lane / 8) % 2) * 8;  // row within the 64
+  const int col = col0 + (lane / 16) * 8;                             // which 8 columns
+  const uint32_t chunk = static_cast<uint32_t>((col % 64) / 8) ^ static_cast<uint32_t>(r % 8);
+  return s_c + (col / 64) * 8192 + r * 128 + chunk * 16;
+}
+
+// An epilogue's view of its source tile in the staging area (see the header).
+struct SourceTile {
+  uint32_t s_c;
+  int warp_in_wg, lane;
+  __device__ __forceinline__ void load(int jn, uint32_t (&v)[4]) const {
+    klab::ldmatrix_x4(v, staging_row(s_c, warp_in_wg, lane, 16 * jn));
+  }
+};
+
 template <class Cfg>
 __device__ __forceinline__ void store_tile_tma(const float (&r_acc)[Cfg::ACC], const CUtensorMap* tm_c,
                                                uint32_t s_c, const Tile& tl, int w, int warp_in_wg, int lane) {
   constexpr int COLS = Cfg::BN / Cfg::C_ROUNDS;  // columns staged per round
   const bool leader = warp_in_wg == 0 && lane == 0;
-  // This lane's row address in each 8x8 matrix: matrix lane/8 is (rows +8 if odd, columns
-  // +8 if >= 2) of the 16 x 16 block the instruction writes.
-  const int r = warp_in_wg * 16 + (lane % 8) + ((lane / 8) % 2) * 8;  // row within the 64
-  const int c_half = lane / 16;                                       // which 8 columns
   auto pack = [](float lo, float hi) {
     const __nv_bfloat162 v = __floats2bfloat162_rn(lo, hi);
     return *reinterpret_cast<const uint32_t*>(&v);
@@ -208,9 +243,7 @@ __device__ __forceinline__ void store_tile_tma(const float (&r_acc)[Cfg::ACC], c
     klab::named_barrier_sync(1 + w, 128);
 #pragma unroll
     for (int jn = 0; jn < COLS / 16; ++jn) {  // 16 columns per step: n8 blocks 2jn, 2jn+1
-      const int col = jn * 16 + c_half * 8;   // within the round
-      const uint32_t chunk = static_cast<uint32_t>((col % 64) / 8) ^ static_cast<uint32_t>(r % 8);
-      const uint32_t addr = s_c + (col / 64) * 8192 + r * 128 + chunk * 16;
+      const uint32_t addr = staging_row(s_c, warp_in_wg, lane, jn * 16);  // within the round
       const float* a = &r_acc[round * (COLS / 2) + 8 * jn];  // n8 block 2jn: a[0..3], 2jn+1: a[4..7]
       klab::stmatrix_x4(addr, pack(a[0], a[1]), pack(a[2], a[3]), pack(a[4], a[5]), pack(a[6], a[7]));
     }
@@ -232,8 +265,8 @@ __device__ __forceinline__ void store_tile_tma(const float (&r_acc)[Cfg::ACC], c
 template <class Cfg, bool AK, bool BK, class TC, class Epi>
 __global__ void __launch_bounds__(Cfg::NT, 1)
     matmul_wgmma(const __grid_constant__ CUtensorMap tm_a, const __grid_constant__ CUtensorMap tm_b,
-                 const __grid_constant__ CUtensorMap tm_c, GemmArgs g, int units_m, int tiles_n, int units_total,
-                 bool c_pair, bool tma_store, Epi epi) {
+                 const __grid_constant__ CUtensorMap tm_c, const __grid_constant__ CUtensorMap tm_src, GemmArgs g,
+                 int units_m, int tiles_n, int units_total, bool c_pair, bool tma_store, Epi epi) {
 #ifndef KLAB_NO_WGMMA
   constexpr int STAGES = Cfg::STAGES, BN = Cfg::BN, CLUSTER = Cfg::CLUSTER;
   constexpr int TA = AK ? 0 : 1, TB = BK ? 0 : 1;  // wgmma reads M/N-major operands transposed
@@ -244,7 +277,10 @@ __global__ void __launch_bounds__(Cfg::NT, 1)
   const uint32_t s_full = s_ctile + Cfg::C_BYTES;                   // STAGES mbarriers of 8 bytes
   const uint32_t s_empty = s_full + STAGES * 8;
   constexpr int EPI_SMEM = epi_smem_bytes<Epi>();  // the epilogue's, per MMA warpgroup, 16-aligned
-  const uint32_t s_epi_all = (s_empty + STAGES * 8 + 15u) & ~15u;
+  constexpr bool SRC = epi_has_source<Epi>();
+  static_assert(!SRC || (Cfg::TMA_STORE && Cfg::C_ROUNDS == 1), "a source tile takes the whole C staging area");
+  const uint32_t s_src = (s_empty + STAGES * 8 + 15u) & ~15u;       // SRC: one mbarrier per MMA warpgroup
+  const uint32_t s_epi_all = s_src + (SRC ? 16u : 0u);
   auto stage_a = [&](int s) { return s_stages + s * Cfg::STAGE_BYTES; };
 
   const int wg = threadIdx.x / 128, warp_in_wg = (threadIdx.x / 32) % 4, lane = threadIdx.x % 32;
@@ -255,6 +291,8 @@ __global__ void __launch_bounds__(Cfg::NT, 1)
       // One arrive per MMA warp of every CTA whose stage s this CTA's copies write.
       klab::mbar_init(s_empty + 8 * s, CLUSTER * Cfg::CONSUMERS * 4);
     }
+    if constexpr (SRC)
+      for (int c = 0; c < Cfg::CONSUMERS; ++c) klab::mbar_init(s_src + 8 * c, 1);  // its copier's arrive + bytes
     klab::mbar_fence_init();
   }
   // The other CTA's copies and arrivals may target these barriers only once they exist.
@@ -300,7 +338,8 @@ __global__ void __launch_bounds__(Cfg::NT, 1)
       for (int c = 0; c < CLUSTER; ++c) klab::mbar_arrive_cluster(s_bar, c);
   };
   float r_acc[Cfg::ACC];
-  int j = 0;
+  int j = 0, src_tiles = 0;
+  const uint32_t s_cw = s_ctile + w * (Cfg::C_BYTES / Cfg::CONSUMERS);  // this warpgroup's staging area
   const uint32_t s_epi = s_epi_all + w * EPI_SMEM;
   for (int t = first; t < units_total; t += stride) {
     const Tile tl = tile_at<Cfg>(t, g, units_m, tiles_n, rank);
@@ -327,6 +366,16 @@ __global__ void __launch_bounds__(Cfg::NT, 1)
         klab::wgmma_bf16<BN, TA, TB>(r_acc, d_a, d_b, 1);
       }
       klab::wgmma_commit();
+      if constexpr (SRC) {  // the source block, copied while this tile's MMAs run
+        if (kt == tl.k_tiles / 2 && warp_in_wg == 0 && lane == 0) {
+          klab::tma_store_wait_read<0>();  // the previous tile's store has read the staging area
+          klab::mbar_arrive_expect_tx(s_src + 8 * w, 64 * BN * 2);
+#pragma unroll
+          for (int b = 0; b < BN / 64; ++b)
+            klab::tma_load_3d(s_cw + b * 8192, &tm_src, s_src + 8 * w, tl.n0 + 64 * b, tl.m0 + 64 * w, tl.z);
+        }
+        __syncwarp();
+      }
       klab::wgmma_wait<1>();  // the previous step's MMAs are done: release its stage
       if (kt > 0) {
         if (lane == 0) release(s_empty + 8 * ((j - 1) % STAGES));
@@ -340,7 +389,12 @@ __global__ void __launch_bounds__(Cfg::NT, 1)
     if (tl.k_tiles > 0 && lane == 0) release(s_empty + 8 * ((j - 1) % STAGES));
     // The fused epilogue (an epilogue type of another lesson), on the fp32 accumulators.
     const int e_row = tl.m0 + w * 64 + warp_in_wg * 16 + lane / 4, e_col = tl.n0 + 2 * (lane % 4);
-    if constexpr (EPI_SMEM > 0) {
+    if constexpr (SRC) {
+      if constexpr (EPI_SMEM > 0) klab::cp_async_wait<0>();
+      klab::mbar_wait(s_src + 8 * w, src_tiles++ & 1);  // the source block has landed
+      if constexpr (EPI_SMEM > 0) klab::named_barrier_sync(1 + w, 128);
+      epi.apply(r_acc, e_row, e_col, s_raw + (s_epi - klab::smem_u32(s_raw)), SourceTile{s_cw, warp_in_wg, lane});
+    } else if constexpr (EPI_SMEM > 0) {
       klab::cp_async_wait<0>();
       klab::named_barrier_sync(1 + w, 128);  // every thread's copies of this tile have landed
       epi.apply(r_acc, e_row, e_col, s_raw + (s_epi - klab::smem_u32(s_raw)));
@@ -350,7 +404,7 @@ __global__ void __launch_bounds__(Cfg::NT, 1)
 
     if constexpr (Cfg::TMA_STORE && sizeof(TC) == 2) {
       if (tma_store) {
-        store_tile_tma<Cfg>(r_acc, &tm_c, s_ctile + w * (Cfg::C_BYTES / Cfg::CONSUMERS), tl, w, warp_in_wg, lane);
+        store_tile_tma<Cfg>(r_acc, &tm_c, s_cw, tl, w, warp_in_wg, lane);
         continue;
       }
     }
@@ -387,7 +441,11 @@ std::string tma_ok(const GemmArgs& g) {
   return why;
 }
 
-template <class Cfg, class TC, class Epi = NoEpilogue, bool NT_ONLY = false>
+// Which layouts an instance compiles: all three (lesson 05), or only the one its caller
+// uses (lesson 06's linear layer, nt; its backward through the next layer's weight, nn).
+enum class Layouts { all, nn, nt };
+
+template <class Cfg, class TC, class Epi = NoEpilogue, Layouts ONLY = Layouts::all>
 void launch_wgmma(const GemmArgs& g, const std::string& variant, int batch, cudaStream_t s, Epi epi = {}) {
   static_assert(std::is_same_v<Epi, NoEpilogue> || sizeof(TC) == 2, "an epilogue is fused into bf16 outputs, not split-K partials");
   if (empty_output(g) || batch == 0) return;
@@ -416,14 +474,22 @@ void launch_wgmma(const GemmArgs& g, const std::string& variant, int batch, cuda
     // C through TMA (v19) where its pitch allows; the map is unused otherwise.
     const bool tma_store = Cfg::TMA_STORE && sizeof(TC) == 2 && klab::tma_describable(g.C, g.ldc, g.sC, 2).empty();
     const CUtensorMap tm_c = tma_store ? klab::tensor_map_bf16(g.C, g.N, g.M, z, g.ldc, g.sC, 64, 64) : tm_a;
+    // An epilogue's source tile: C's shape, pitch and boxes (unused otherwise).
+    CUtensorMap tm_src = tm_a;
+    if constexpr (epi_has_source<Epi>()) {
+      KLAB_REQUIRE(tma_store, "matmul (TMA): an epilogue's source tile needs C's row pitch a multiple of 8 (the TMA store's)");
+      KLAB_REQUIRE(g.splits == 1, "matmul (TMA): an epilogue's source tile needs the whole of K in one slice");
+      tm_src = klab::tensor_map_bf16(epi.source, g.N, g.M, z, g.ldc, g.sC, 64, 64);
+    }
     auto kernel = matmul_wgmma<Cfg, AK, BK, TC, Epi>;
     cudaLaunchConfig_t cfg = {};
     cudaLaunchAttribute cluster;
     cluster.id = cudaLaunchAttributeClusterDimension;
     cluster.val.clusterDim = {static_cast<unsigned>(Cfg::CLUSTER), 1, 1};
     cfg.blockDim = dim3(Cfg::NT);
-    // The epilogue's staging areas after the mbarriers, 16-aligned.
-    constexpr int smem = Cfg::SMEM_BYTES + (epi_smem_bytes<Epi>() > 0 ? 16 + Cfg::CONSUMERS * epi_smem_bytes<Epi>() : 0);
+    // After the stages' mbarriers, 16-aligned: the source tile's mbarriers, the epilogue's staging areas.
+    constexpr bool src = epi_has_source<Epi>();
+    constexpr int smem = Cfg::SMEM_BYTES + (epi_smem_bytes<Epi>() > 0 || src ? 16 + (src ? 16 : 0) + Cfg::CONSUMERS * epi_smem_bytes<Epi>() : 0);
     static_assert(smem <= 227 * 1024, "the epilogue's shared memory does not fit beside the stages");
     cfg.dynamicSmemBytes = smem;
     cfg.stream = s;
@@ -447,14 +513,16 @@ void launch_wgmma(const GemmArgs& g, const std::string& variant, int batch, cuda
       KLAB_REQUIRE(z <= 65535, "matmul (TMA): batch x splits over 65535");
       cfg.gridDim = dim3(static_cast<unsigned>(units_m) * tiles_n, 1, static_cast<unsigned>(z));
     }
-    KLAB_CHECK_CUDA(cudaLaunchKernelEx(&cfg, kernel, tm_a, tm_b, tm_c, g, units_m, tiles_n, static_cast<int>(total),
+    KLAB_CHECK_CUDA(cudaLaunchKernelEx(&cfg, kernel, tm_a, tm_b, tm_c, tm_src, g, units_m, tiles_n, static_cast<int>(total),
                                        pair_ok(g, sizeof(TC)), tma_store, epi));
     KLAB_CHECK_LAUNCH();
   };
-  // A caller with one layout (lesson 06's linear layers: nt) compiles only that one.
-  if constexpr (NT_ONLY) {
+  if constexpr (ONLY == Layouts::nt) {
     KLAB_REQUIRE(variant == "nt", "matmul (TMA): this launch is compiled for the nt layout only");
     launch_layout.template operator()<true, true>();
+  } else if constexpr (ONLY == Layouts::nn) {
+    KLAB_REQUIRE(variant == "nn", "matmul (TMA): this launch is compiled for the nn layout only");
+    launch_layout.template operator()<true, false>();
   } else {
     dispatch_layout(variant, launch_layout);
   }

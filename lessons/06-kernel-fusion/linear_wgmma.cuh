@@ -2,7 +2,8 @@
 // (v19_tma_store's kernel: TMA, wgmma, a copy warpgroup, persistent clusters of two, the
 // TMA-store epilogue) with an epilogue of this lesson run on its accumulators, in 128 x 256
 // or 128 x 128 tiles, whichever fills the GPU's waves better.
-// linear.cu (v1, v2) and the exercise include it; each compiles its own instances.
+// linear.cu (v1, v2), linear_backward.cu and the exercise include it; each compiles its own
+// instances.
 #pragma once
 
 #include <algorithm>
@@ -63,8 +64,26 @@ void launch_linear_wgmma(const klab::Launch& l, Epi epi) {
     launch_bias_act(static_cast<bf16*>(g.C), l.in.at(2).as<const bf16>(), g.M, g.N, act_of(l.problem.variant), l.stream);
     return;
   }
-  if (narrow_tiles(g.M, g.N)) lesson05::launch_wgmma<CfgNarrow, bf16, Epi, true>(g, "nt", 1, l.stream, epi);
-  else lesson05::launch_wgmma<CfgWide, bf16, Epi, true>(g, "nt", 1, l.stream, epi);
+  if (narrow_tiles(g.M, g.N)) lesson05::launch_wgmma<CfgNarrow, bf16, Epi, lesson05::Layouts::nt>(g, "nt", 1, l.stream, epi);
+  else lesson05::launch_wgmma<CfgWide, bf16, Epi, lesson05::Layouts::nt>(g, "nt", 1, l.stream, epi);
+}
+
+// dz (M, N) = epi(dy (M, K) · w (K, N)): linear_dgelu_bgrad's product, through the next
+// layer's weight as that layer stores it: lesson 05's "nn" layout (w is N-contiguous, read
+// by TMA in 64 x 64 boxes and fed to wgmma transposed). The caller handles M, N or K = 0.
+template <class Epi>
+void launch_backward_wgmma(const klab::Launch& l, Epi epi) {
+  lesson05::GemmArgs g;
+  g.M = static_cast<int>(l.problem.shape[0]); g.N = static_cast<int>(l.problem.shape[1]); g.K = static_cast<int>(l.problem.shape[2]);
+  g.A = l.in.at(0).data;
+  g.B = l.in.at(1).data;
+  g.C = l.out.at(0).data;
+  g.lda = g.K; g.ldb = g.N; g.ldc = g.N;
+  g.sA = static_cast<std::int64_t>(g.M) * g.K; g.sB = static_cast<std::int64_t>(g.K) * g.N; g.sC = static_cast<std::int64_t>(g.M) * g.N;
+  g.splits = 1;
+  g.k_chunk = g.K;
+  if (narrow_tiles(g.M, g.N)) lesson05::launch_wgmma<CfgNarrow, bf16, Epi, lesson05::Layouts::nn>(g, "nn", 1, l.stream, epi);
+  else lesson05::launch_wgmma<CfgWide, bf16, Epi, lesson05::Layouts::nn>(g, "nn", 1, l.stream, epi);
 }
 
 }  // namespace lesson06

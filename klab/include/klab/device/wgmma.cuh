@@ -1,4 +1,5 @@
-// klab/device/wgmma.cuh — warpgroup MMA (sm_90a; lesson 05's Hopper versions).
+// klab/device/wgmma.cuh — warpgroup MMA (sm_90a; lesson 05's Hopper versions), and the
+// ldmatrix / stmatrix moves between fragments and shared memory.
 //
 // wgmma.mma_async is issued by a warpgroup — 4 consecutive warps, the first a multiple of
 // 4 — and multiplies a 64 x N x 16 block: A (64 x 16) and B (16 x N) read straight from
@@ -111,6 +112,24 @@ __device__ __forceinline__ void stmatrix_x4(std::uint32_t s_row, std::uint32_t r
   asm volatile("stmatrix.sync.aligned.m8n8.x4.shared.b16 [%0], {%1, %2, %3, %4};\n" ::"r"(s_row), "r"(r0),
                "r"(r1), "r"(r2), "r"(r3)
                : "memory");
+#endif
+}
+
+// Loads four 8x8 b16 matrices: lanes 8i..8i+7 give the row addresses of matrix i (16 bytes
+// each), and lane l gets, in register i, row l / 4, columns 2 (l % 4) and 2 (l % 4) + 1 of
+// matrix i (of its transpose with TRANS). Lesson 05's mma.sync kernels load their operand
+// fragments with it; without TRANS it is the inverse of stmatrix_x4: reading back what
+// stmatrix_x4 wrote at the same addresses gives each lane the registers it stored (lesson
+// 06 reads an epilogue's source tile so). sm_75 and later.
+template <bool TRANS = false>
+__device__ __forceinline__ void ldmatrix_x4(std::uint32_t (&r)[4], std::uint32_t s_addr) {
+#if !defined(__CUDA_ARCH__) || __CUDA_ARCH__ >= 750
+  if constexpr (TRANS)
+    asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0, %1, %2, %3}, [%4];\n"
+                 : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3]) : "r"(s_addr));
+  else
+    asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0, %1, %2, %3}, [%4];\n"
+                 : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3]) : "r"(s_addr));
 #endif
 }
 
