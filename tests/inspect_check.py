@@ -36,7 +36,8 @@ klab = sys.argv[1]
 impls = ("v1_naive,v4_tile64_ilp,v2_smem_private,v7_prefetch,v8_push_exchange,v9_wmma,v13_mma_autotuned,"
          "v2_smem_tile,v3_smem_padded,v1_vec_last_block,v3_online,v5_cluster,v6_vectorized,v8_autotuned,"
          "v10_mma_sync,v11_mma_pipelined,v12_splitk,v14_wgmma_tma,v15_warp_specialized,v16_persistent,"
-         "v17_splitk_wgmma,v18_cluster_multicast,v19_tma_store,v1_matmul_then_bias_act,v2_fused_epilogue")
+         "v17_splitk_wgmma,v18_cluster_multicast,v19_tma_store,v1_matmul_then_bias_act,v2_fused_epilogue,"
+         "v1_matmul_then_dgelu_bgrad")
 with tempfile.NamedTemporaryFile(suffix=".json") as f:
     r = subprocess.run([klab, "inspect", "01", "02", "03", "04", "05", "06", "--impl", impls, "--arch", "90",
                         "--json", f.name], capture_output=True, text=True)
@@ -108,10 +109,17 @@ for impl in ("v14_wgmma_tma", "v15_warp_specialized", "v16_persistent", "v17_spl
 check(len({c for cs in configs.values() for c in cs}) == len(configs), "05 v14..v19: two versions share a configuration")
 for x in of("05", "v1_naive"):
     check(x["mix"]["HMMA"] == 0, f"05 v1_naive {x['kernel']}: HMMA")
-for impl, epi, count, staged in (("v2_fused_epilogue", "EpiBiasAct", 8, True),
-                                 ("v1_matmul_then_bias_act", "NoEpilogue", 2, False)):
-    wg = [x for x in of("06", impl) if x["kernel"].startswith("matmul_wgmma") and epi in x["kernel"]]
-    check(len(wg) == count, f"06 {impl}: {len(wg)} matmul_wgmma instances with {epi}, {count} expected")
+# Lesson 06's matmuls: the forward's in the nt layout (true, true), the backward's
+# (linear_dgelu_bgrad) in nn (true, false); each impl shows only its own instances.
+for op_name, impl, epi, layout, count, staged in (
+        ("linear_bias_act", "v2_fused_epilogue", "EpiBiasAct", "true, true", 8, True),
+        ("linear_bias_act", "v1_matmul_then_bias_act", "NoEpilogue", "true, true", 2, False),
+        ("linear_dgelu_bgrad", "v2_fused_epilogue", "EpiDGeluBGrad", "true, false", 2, False),
+        ("linear_dgelu_bgrad", "v1_matmul_then_dgelu_bgrad", "NoEpilogue", "true, false", 2, False)):
+    mine = [x for x in kernels if x["lesson"] == "06" and x["op"] == op_name and x["impl"] == impl]
+    wg = [x for x in mine if x["kernel"].startswith("matmul_wgmma")]
+    check(len(wg) == count and all(epi in x["kernel"] and f">, {layout}, " in x["kernel"] for x in wg),
+          f"06 {op_name} {impl}: {len(wg)} matmul_wgmma instances, {count} expected, all with {epi}, layout {layout}")
     for x in wg:
         check(x["mix"]["HGMMA"] > 0 and x["mix"]["TMA"] > 0, f"06 {impl} {x['kernel']}: no HGMMA or no TMA")
         check((x["mix"]["LDGSTS"] > 0) == staged, f"06 {impl} {x['kernel']}: cp.async {'missing' if staged else 'present'}")

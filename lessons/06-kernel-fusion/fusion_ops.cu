@@ -100,6 +100,22 @@ klab::Op make_add_mul_op() {
 
 }  // namespace
 
+void set_product_shape_rules(klab::Op& op) {
+  op.flops = [](const Problem& p) {
+    return 2.0 * static_cast<double>(p.shape[0]) * static_cast<double>(p.shape[1]) * static_cast<double>(p.shape[2]);
+  };
+  // The bench shapes (2·10^10 multiply-adds) are checked at sampled positions.
+  op.sample_only = [](const Problem& p) {
+    return static_cast<double>(p.shape[0]) * static_cast<double>(p.shape[1]) * static_cast<double>(p.shape[2]) > 3e9;
+  };
+  op.validate = [](const Problem& p) {
+    if (p.shape.size() != 3) return std::string("expects M x N x K");
+    for (auto d : p.shape)
+      if (d < 0 || d > (std::int64_t{1} << 30)) return std::string("sizes must lie in [0, 2^30]");
+    return std::string();
+  };
+}
+
 klab::Tolerance linear_tolerance(std::int64_t K) {
   const double s = std::sqrt(static_cast<double>(K) / 9.0 + 1.0 / 3.0);
   klab::Tolerance t = lesson05::gemm_tolerance(DType::bf16, K);
@@ -160,10 +176,6 @@ klab::Op make_linear_op() {
     }, N);
     return ref;
   };
-  // The bench shapes (2·10^10 multiply-adds) are checked at sampled positions.
-  op.sample_only = [](const Problem& p) {
-    return static_cast<double>(p.shape[0]) * static_cast<double>(p.shape[1]) * static_cast<double>(p.shape[2]) > 3e9;
-  };
   op.reference_sample = [](const Problem& p, const Inputs& in, std::uint64_t seed) {
     const std::int64_t N = p.shape[1], K = p.shape[2];
     const Act a = act_of(p.variant);
@@ -182,15 +194,7 @@ klab::Op make_linear_op() {
     return std::vector<klab::SampledReference>{r};
   };
   op.tolerance = [](const Problem& p, int) { return linear_tolerance(p.shape[2]); };
-  op.flops = [](const Problem& p) {
-    return 2.0 * static_cast<double>(p.shape[0]) * static_cast<double>(p.shape[1]) * static_cast<double>(p.shape[2]);
-  };
-  op.validate = [](const Problem& p) {
-    if (p.shape.size() != 3) return std::string("expects M x N x K");
-    for (auto d : p.shape)
-      if (d < 0 || d > (std::int64_t{1} << 30)) return std::string("sizes must lie in [0, 2^30]");
-    return std::string();
-  };
+  set_product_shape_rules(op);
   return op;
 }
 

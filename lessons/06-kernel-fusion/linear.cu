@@ -120,7 +120,7 @@ KLAB_REGISTER(klab::register_impl({.op = "linear_bias_act", .name = "v1_matmul_t
                                    .summary = "lesson 05's v19 matmul, then a kernel that reads y back for bias + act",
                                    .kind = klab::ImplKind::cuda, .supports = supports_linear_wgmma,
                                    .run = run_v1_matmul_then_bias_act, .tolerance = tolerance_v1,
-                                   .kernels = {"matmul_wgmma@NoEpilogue"}}));
+                                   .kernels = {"matmul_wgmma@true, true, __nv_bfloat16, lesson05::(anonymous namespace)::NoEpilogue"}}));
 KLAB_REGISTER(klab::register_impl({.op = "linear_bias_act", .name = "v2_fused_epilogue",
                                    .summary = "bias + act on the fp32 accumulators before v19's TMA store",
                                    .kind = klab::ImplKind::cuda, .supports = supports_linear_wgmma,
