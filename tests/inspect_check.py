@@ -37,7 +37,7 @@ impls = ("v1_naive,v4_tile64_ilp,v2_smem_private,v7_prefetch,v8_push_exchange,v9
          "v2_smem_tile,v3_smem_padded,v1_vec_last_block,v3_online,v5_cluster,v6_vectorized,v8_autotuned,"
          "v10_mma_sync,v11_mma_pipelined,v12_splitk,v14_wgmma_tma,v15_warp_specialized,v16_persistent,"
          "v17_splitk_wgmma,v18_cluster_multicast,v19_tma_store,v1_matmul_then_bias_act,v2_fused_epilogue,"
-         "v1_matmul_then_dgelu_bgrad")
+         "v1_matmul_then_dgelu_bgrad,v1_matmul_then_swiglu")
 with tempfile.NamedTemporaryFile(suffix=".json") as f:
     r = subprocess.run([klab, "inspect", "01", "02", "03", "04", "05", "06", "--impl", impls, "--arch", "90",
                         "--json", f.name], capture_output=True, text=True)
@@ -109,13 +109,16 @@ for impl in ("v14_wgmma_tma", "v15_warp_specialized", "v16_persistent", "v17_spl
 check(len({c for cs in configs.values() for c in cs}) == len(configs), "05 v14..v19: two versions share a configuration")
 for x in of("05", "v1_naive"):
     check(x["mix"]["HMMA"] == 0, f"05 v1_naive {x['kernel']}: HMMA")
-# Lesson 06's matmuls: the forward's in the nt layout (true, true), the backward's
-# (linear_dgelu_bgrad) in nn (true, false); each impl shows only its own instances.
+# Lesson 06's matmuls: the forward's and SwiGLU's in the nt layout (true, true), the
+# backward's (linear_dgelu_bgrad) in nn (true, false); each impl shows only its own instances
+# (SwiGLU's v1 runs linear.cu's plain ones).
 for op_name, impl, epi, layout, count, staged in (
         ("linear_bias_act", "v2_fused_epilogue", "EpiBiasAct", "true, true", 8, True),
         ("linear_bias_act", "v1_matmul_then_bias_act", "NoEpilogue", "true, true", 2, False),
         ("linear_dgelu_bgrad", "v2_fused_epilogue", "EpiDGeluBGrad", "true, false", 2, False),
-        ("linear_dgelu_bgrad", "v1_matmul_then_dgelu_bgrad", "NoEpilogue", "true, false", 2, False)):
+        ("linear_dgelu_bgrad", "v1_matmul_then_dgelu_bgrad", "NoEpilogue", "true, false", 2, False),
+        ("linear_swiglu", "v2_fused_epilogue", "EpiSwiGLU", "true, true", 2, False),
+        ("linear_swiglu", "v1_matmul_then_swiglu", "NoEpilogue", "true, true", 2, False)):
     mine = [x for x in kernels if x["lesson"] == "06" and x["op"] == op_name and x["impl"] == impl]
     wg = [x for x in mine if x["kernel"].startswith("matmul_wgmma")]
     check(len(wg) == count and all(epi in x["kernel"] and f">, {layout}, " in x["kernel"] for x in wg),

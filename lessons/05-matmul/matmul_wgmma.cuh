@@ -31,6 +31,11 @@
 // and src.load(jn, v) reads the block with ldmatrix in the accumulators' layout: v[i] holds
 // the bf16 pair of r_acc[8 jn + 2i] and r_acc[8 jn + 2i + 1].
 //
+// An epilogue may halve the output's width, `static constexpr int kOutDiv = 2` (lesson 06's
+// SwiGLU pairs a gate column block with an up column block): apply() then leaves the output
+// tile, BN / 2 wide, in the first ACC / 2 accumulators in the same layout, and the kernel
+// stores that by TMA at column n0 / 2 of C, whose width is N / 2.
+//
 // Everything here is in an anonymous namespace inside lesson05: each file that includes it
 // compiles its own instances, so two lessons never share a kernel symbol.
 #pragma once
@@ -119,6 +124,13 @@ template <class Epi>
 constexpr int epi_smem_bytes() {
   if constexpr (requires { Epi::kSmemBytes; }) return Epi::kSmemBytes;
   else return 0;
+}
+
+// How many accumulator columns make one output column (kOutDiv; 1: the product itself).
+template <class Epi>
+constexpr int epi_out_div() {
+  if constexpr (requires { Epi::kOutDiv; }) return Epi::kOutDiv;
+  else return 1;
 }
 
 // Whether an epilogue reads a source tile (kSourceTile).
@@ -228,10 +240,13 @@ struct SourceTile {
   }
 };
 
-template <class Cfg>
+// OUT_DIV = 2 (an epilogue that halves the width, kOutDiv): the tile's first ACC / 2
+// accumulators hold a BN / 2-wide output tile, stored at column n0 / 2 of C.
+template <class Cfg, int OUT_DIV = 1>
 __device__ __forceinline__ void store_tile_tma(const float (&r_acc)[Cfg::ACC], const CUtensorMap* tm_c,
                                                uint32_t s_c, const Tile& tl, int w, int warp_in_wg, int lane) {
-  constexpr int COLS = Cfg::BN / Cfg::C_ROUNDS;  // columns staged per round
+  constexpr int COLS = Cfg::BN / OUT_DIV / Cfg::C_ROUNDS;  // columns staged per round
+  static_assert(COLS % 64 == 0, "whole 64-column boxes");
   const bool leader = warp_in_wg == 0 && lane == 0;
   auto pack = [](float lo, float hi) {
     const __nv_bfloat162 v = __floats2bfloat162_rn(lo, hi);
@@ -252,7 +267,7 @@ __device__ __forceinline__ void store_tile_tma(const float (&r_acc)[Cfg::ACC], c
     if (leader) {
 #pragma unroll
       for (int b = 0; b < COLS / 64; ++b)
-        klab::tma_store_3d(tm_c, s_c + b * 8192, tl.n0 + round * COLS + 64 * b, tl.m0 + 64 * w, tl.z);
+        klab::tma_store_3d(tm_c, s_c + b * 8192, tl.n0 / OUT_DIV + round * COLS + 64 * b, tl.m0 + 64 * w, tl.z);
       klab::tma_store_commit();
     }
   }
@@ -278,6 +293,8 @@ __global__ void __launch_bounds__(Cfg::NT, 1)
   const uint32_t s_empty = s_full + STAGES * 8;
   constexpr int EPI_SMEM = epi_smem_bytes<Epi>();  // the epilogue's, per MMA warpgroup, 16-aligned
   constexpr bool SRC = epi_has_source<Epi>();
+  constexpr int OUT_DIV = epi_out_div<Epi>();
+  static_assert(OUT_DIV == 1 || (OUT_DIV == 2 && Cfg::TMA_STORE && !SRC), "a halved output is stored by TMA");
   static_assert(!SRC || (Cfg::TMA_STORE && Cfg::C_ROUNDS == 1), "a source tile takes the whole C staging area");
   const uint32_t s_src = (s_empty + STAGES * 8 + 15u) & ~15u;       // SRC: one mbarrier per MMA warpgroup
   const uint32_t s_epi_all = s_src + (SRC ? 16u : 0u);
@@ -404,23 +421,26 @@ __global__ void __launch_bounds__(Cfg::NT, 1)
 
     if constexpr (Cfg::TMA_STORE && sizeof(TC) == 2) {
       if (tma_store) {
-        store_tile_tma<Cfg>(r_acc, &tm_c, s_cw, tl, w, warp_in_wg, lane);
+        store_tile_tma<Cfg, OUT_DIV>(r_acc, &tm_c, s_cw, tl, w, warp_in_wg, lane);
         continue;
       }
     }
     // Epilogue: each thread stores its fragment straight from registers (wgmma.cuh gives
     // the layout); in v16 the copy warpgroup is already loading the next tile meanwhile.
-    TC* g_c = static_cast<TC*>(g.C) + static_cast<int64_t>(tl.z) * g.sC;
-    const int row = tl.m0 + w * 64 + warp_in_wg * 16 + lane / 4;
-    const int col = tl.n0 + 2 * (lane % 4);
+    // (A halved output always goes by TMA: the launcher requires it.)
+    if constexpr (OUT_DIV == 1) {
+      TC* g_c = static_cast<TC*>(g.C) + static_cast<int64_t>(tl.z) * g.sC;
+      const int row = tl.m0 + w * 64 + warp_in_wg * 16 + lane / 4;
+      const int col = tl.n0 + 2 * (lane % 4);
 #pragma unroll
-    for (int h = 0; h < 2; ++h) {
-      const int m = row + 8 * h;
-      if (m >= g.M) continue;
-      const int64_t row_off = static_cast<int64_t>(m) * g.ldc;
+      for (int h = 0; h < 2; ++h) {
+        const int m = row + 8 * h;
+        if (m >= g.M) continue;
+        const int64_t row_off = static_cast<int64_t>(m) * g.ldc;
 #pragma unroll
-      for (int jn = 0; jn < BN / 8; ++jn)
-        store_pair<TC>(g_c, row_off, col + 8 * jn, g.N, r_acc[4 * jn + 2 * h], r_acc[4 * jn + 2 * h + 1], c_pair);
+        for (int jn = 0; jn < BN / 8; ++jn)
+          store_pair<TC>(g_c, row_off, col + 8 * jn, g.N, r_acc[4 * jn + 2 * h], r_acc[4 * jn + 2 * h + 1], c_pair);
+      }
     }
   }
   // The last TMA stores must have read shared memory before the block leaves.
@@ -472,8 +492,12 @@ void launch_wgmma(const GemmArgs& g, const std::string& variant, int batch, cuda
     const CUtensorMap tm_b = BK ? klab::tensor_map_bf16(g.B, g.K, g.N, batch, g.ldb, g.sB, 64, Cfg::BN / Cfg::CLUSTER)
                                 : klab::tensor_map_bf16(g.B, g.N, g.K, batch, g.ldb, g.sB, 64, 64);
     // C through TMA (v19) where its pitch allows; the map is unused otherwise.
+    // A halved output (kOutDiv = 2) has g.N / 2 columns.
+    constexpr int out_div = epi_out_div<Epi>();
     const bool tma_store = Cfg::TMA_STORE && sizeof(TC) == 2 && klab::tma_describable(g.C, g.ldc, g.sC, 2).empty();
-    const CUtensorMap tm_c = tma_store ? klab::tensor_map_bf16(g.C, g.N, g.M, z, g.ldc, g.sC, 64, 64) : tm_a;
+    KLAB_REQUIRE(out_div == 1 || (tma_store && g.N % 16 == 0),
+                 "matmul (TMA): a halved output needs the TMA store (its row pitch a multiple of 8) and N a multiple of 16");
+    const CUtensorMap tm_c = tma_store ? klab::tensor_map_bf16(g.C, g.N / out_div, g.M, z, g.ldc, g.sC, 64, 64) : tm_a;
     // An epilogue's source tile: C's shape, pitch and boxes (unused otherwise).
     CUtensorMap tm_src = tm_a;
     if constexpr (epi_has_source<Epi>()) {

@@ -167,6 +167,8 @@ klab::Tolerance linear_tolerance(std::int64_t K);
 // What linear_bias_act and linear_dgelu_bgrad share as M x N x K products (fusion_ops.cu):
 // flops 2·M·N·K, sampled checks past 3·10^9 multiply-adds, each size in [0, 2^30].
 void set_product_shape_rules(klab::Op& op);
+// linear_swiglu's tolerance at depth K (swiglu_ops.cu derives it).
+klab::Tolerance swiglu_tolerance(std::int64_t K);
 // linear_dgelu_bgrad's tolerance of output 0 (dz) or 1 (db) (linear_backward_ops.cu derives it).
 klab::Tolerance dgelu_bgrad_tolerance(const klab::Problem& p, int output);
 // The tolerances of the eager versions of poly_act and complex_mul, which round every

@@ -86,6 +86,8 @@ void run_v2_fused_epilogue(const klab::Launch& l) {
 
 }  // namespace
 
+void launch_plain_nt(const lesson05::GemmArgs& g, cudaStream_t s) { launch_nt_wgmma(g, s, lesson05::NoEpilogue{}); }
+
 void launch_bias_act(bf16* y, const bf16* b, int64_t M, int N, Act a, cudaStream_t s) {
   const int64_t total = M * N;
   if (total == 0) return;

@@ -2,8 +2,8 @@
 // (v19_tma_store's kernel: TMA, wgmma, a copy warpgroup, persistent clusters of two, the
 // TMA-store epilogue) with an epilogue of this lesson run on its accumulators, in 128 x 256
 // or 128 x 128 tiles, whichever fills the GPU's waves better.
-// linear.cu (v1, v2), linear_backward.cu and the exercise include it; each compiles its own
-// instances.
+// linear.cu (v1, v2), linear_backward.cu, swiglu.cu and the exercise include it; each
+// compiles its own instances.
 #pragma once
 
 #include <algorithm>
@@ -53,6 +53,17 @@ inline bool narrow_tiles(std::int64_t M, std::int64_t N) {
   return wave_efficiency(m_units * ((N + 127) / 128), clusters) > wave_efficiency(m_units * ((N + 255) / 256), clusters) + 0.1;
 }
 
+// The nt matmul g with epilogue `epi`, in the tile width that fills the waves (K > 0).
+template <class Epi>
+void launch_nt_wgmma(const lesson05::GemmArgs& g, cudaStream_t s, Epi epi) {
+  if (narrow_tiles(g.M, g.N)) lesson05::launch_wgmma<CfgNarrow, bf16, Epi, lesson05::Layouts::nt>(g, "nt", 1, s, epi);
+  else lesson05::launch_wgmma<CfgWide, bf16, Epi, lesson05::Layouts::nt>(g, "nt", 1, s, epi);
+}
+
+// The nt matmul g with no epilogue (linear.cu compiles it, for v1 here and in swiglu.cu: one
+// set of instances).
+void launch_plain_nt(const lesson05::GemmArgs& g, cudaStream_t s);
+
 // The matmul with epilogue `epi`. At K = 0 there is no product to run an epilogue on:
 // y = 0 goes through the lesson's bias-and-activation kernel instead.
 template <class Epi>
@@ -64,8 +75,7 @@ void launch_linear_wgmma(const klab::Launch& l, Epi epi) {
     launch_bias_act(static_cast<bf16*>(g.C), l.in.at(2).as<const bf16>(), g.M, g.N, act_of(l.problem.variant), l.stream);
     return;
   }
-  if (narrow_tiles(g.M, g.N)) lesson05::launch_wgmma<CfgNarrow, bf16, Epi, lesson05::Layouts::nt>(g, "nt", 1, l.stream, epi);
-  else lesson05::launch_wgmma<CfgWide, bf16, Epi, lesson05::Layouts::nt>(g, "nt", 1, l.stream, epi);
+  launch_nt_wgmma(g, l.stream, epi);
 }
 
 // dz (M, N) = epi(dy (M, K) · w (K, N)): linear_dgelu_bgrad's product, through the next
