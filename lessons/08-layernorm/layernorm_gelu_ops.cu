@@ -14,9 +14,9 @@
 // rstd. y: the layernorm's value v carries layernorm's error (f32 atol 2e-5), through GELU's
 // slope (at most 1.13), and GELU in fp32 adds tanhf's few ulp times 0.5 |v| (|v| <= |xhat|
 // gamma + |beta| < 4.4 * 1.5 + 0.5 = 7.1: under 2e-6) -> f32 atol 3e-5. bf16: one rounding
-// of y, the dtype's default; v1 rounds v to bf16 before the GELU too, 2^-9 |v| times
+// of y, the dtype's default; v1 rounds v to bf16 before the GELU too, up to 2^-8 |v| times
 // |gelu'(v)|, which is at most 1.7 |gelu(v)| where v > 0 (inside the rtol) and at most 0.2 *
-// 2^-9 = 4e-4 where v < 0 (inside the 1e-3 atol): the default holds it as well.
+// 2^-8 = 7.8e-4 where v < 0 (inside the 1e-3 atol): the default holds it as well.
 // A GELU left out, or applied before gamma and beta, moves y far past these.
 #include <cmath>
 #include <cstdint>
