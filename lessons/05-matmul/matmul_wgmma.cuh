@@ -215,11 +215,6 @@ __device__ __forceinline__ void load_stage(const CUtensorMap* tm_a, const CUtens
 // ======================================================================================
 // The TMA-store epilogue (v19)
 // ======================================================================================
-// A warpgroup's 64 x BN share of the tile, staged as BN/64 boxes of 64 rows x 64 columns
-// in the 128-byte swizzle (tma.cuh), then stored by one thread with TMA, which clips the
-// rows and columns outside C. Each warp writes its 16 rows with stmatrix, 16 columns per
-// instruction; the swizzle puts the 8 rows of each 8x8 matrix in 8 different 16-byte
-// bank groups. The previous tile's stores must have read the staging area first.
 // The staging address of this lane's row for the 16-column step at column col0 (a multiple of
 // 16) of a 64 x COLS area: 64-column boxes of 8 KB, rows of 128 bytes, the 16-byte chunks of
 // row r swizzled by r % 8. Each lane names one row of one 8x8 matrix: matrix lane / 8 is
@@ -240,6 +235,11 @@ struct SourceTile {
   }
 };
 
+// A warpgroup's 64 x BN share of the tile, staged as BN/64 boxes of 64 rows x 64 columns
+// in the 128-byte swizzle (tma.cuh), then stored by one thread with TMA, which clips the
+// rows and columns outside C. Each warp writes its 16 rows with stmatrix, 16 columns per
+// instruction; the swizzle puts the 8 rows of each 8x8 matrix in 8 different 16-byte
+// bank groups. The previous tile's stores must have read the staging area first.
 // OUT_DIV = 2 (an epilogue that halves the width, kOutDiv): the tile's first ACC / 2
 // accumulators hold a BN / 2-wide output tile, stored at column n0 / 2 of C.
 template <class Cfg, int OUT_DIV = 1>
