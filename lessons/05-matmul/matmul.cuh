@@ -126,23 +126,30 @@ inline Shape shape_of(const klab::Problem& p) {
   return s;
 }
 
+// GemmArgs for one product C (M, N) = A (M, K) · B (K, N) in a layout (nn, tn, nt; a batch
+// entry's strides for matmul_batched), C's rows ldc elements apart (N: dense), no split.
+inline GemmArgs gemm_args(const void* A, const void* B, void* C, int M, int N, int K, const std::string& layout,
+                          std::int64_t ldc) {
+  GemmArgs g;
+  g.A = A;
+  g.B = B;
+  g.C = C;
+  g.M = M; g.N = N; g.K = K;
+  g.lda = a_kmajor(layout) ? K : M;
+  g.ldb = b_kmajor(layout) ? K : N;
+  g.ldc = ldc;
+  g.sA = static_cast<std::int64_t>(M) * K;
+  g.sB = static_cast<std::int64_t>(K) * N;
+  g.sC = static_cast<std::int64_t>(M) * ldc;
+  g.splits = 1;
+  g.k_chunk = K;
+  return g;
+}
+
 // GemmArgs for a launch of op matmul or matmul_batched (no split).
 inline GemmArgs gemm_args(const klab::Launch& L) {
   const Shape s = shape_of(L.problem);
-  GemmArgs g;
-  g.A = L.in.at(0).data;
-  g.B = L.in.at(1).data;
-  g.C = L.out.at(0).data;
-  g.M = s.M; g.N = s.N; g.K = s.K;
-  g.lda = a_kmajor(L.problem.variant) ? s.K : s.M;
-  g.ldb = b_kmajor(L.problem.variant) ? s.K : s.N;
-  g.ldc = s.N;
-  g.sA = static_cast<std::int64_t>(s.M) * s.K;
-  g.sB = static_cast<std::int64_t>(s.K) * s.N;
-  g.sC = static_cast<std::int64_t>(s.M) * s.N;
-  g.splits = 1;
-  g.k_chunk = s.K;
-  return g;
+  return gemm_args(L.in.at(0).data, L.in.at(1).data, L.out.at(0).data, s.M, s.N, s.K, L.problem.variant, s.N);
 }
 
 // True when every row start of both operands (and the batch and split offsets) is aligned
@@ -228,8 +235,11 @@ std::size_t workspace_v17_splitk_wgmma(const klab::Problem& p);
 // says), A and B read from element offsets a_off and b_off, on all host cores.
 void reference_gemm(const klab::HostTensor& A, const klab::HostTensor& B, std::int64_t a_off, std::int64_t b_off,
                     int M, int N, int K, bool a_kmaj, bool b_kmaj, double* C);
-// The tolerance of a K-deep product for each dtype (matmul_ops.cu's header derives it).
+// The tolerance of a K-deep product for each dtype (matmul_ops.cu's header derives it), and
+// the same for a result whose typical size is s in place of sigma_k(K) (lesson 06's ops:
+// a bias added, a product of two products, a column sum).
 klab::Tolerance gemm_tolerance(klab::DType t, std::int64_t K);
+klab::Tolerance gemm_tolerance_at(klab::DType t, double s);
 // 2048 random flat positions of an (M, N) output, its corners, and 64 each of its last row
 // and column: where a sampled check looks when the full reference is too slow.
 std::vector<std::int64_t> sample_positions(std::int64_t M, std::int64_t N, std::uint64_t seed);

@@ -136,11 +136,12 @@ void reference_gemm(const HostTensor& A, const HostTensor& B, std::int64_t a_off
   }, 4 * static_cast<std::int64_t>(N) * K);
 }
 
-klab::Tolerance gemm_tolerance(DType t, std::int64_t K) {
-  const double s = sigma_k(K);
+klab::Tolerance gemm_tolerance_at(DType t, double s) {
   if (t == DType::bf16) return {std::ldexp(s, -7), std::ldexp(1.0, -7), std::ldexp(1.0, -8), s};
   return {std::ldexp(s, -12), std::ldexp(1.0, -16), std::ldexp(1.0, -14), s};
 }
+
+klab::Tolerance gemm_tolerance(DType t, std::int64_t K) { return gemm_tolerance_at(t, sigma_k(K)); }
 
 namespace {
 

@@ -120,11 +120,7 @@ void set_product_shape_rules(klab::Op& op) {
 }
 
 klab::Tolerance linear_tolerance(std::int64_t K) {
-  const double s = std::sqrt(static_cast<double>(K) / 9.0 + 1.0 / 3.0);
-  klab::Tolerance t = lesson05::gemm_tolerance(DType::bf16, K);
-  t.atol = std::ldexp(s, -7);
-  t.ref_scale = s;
-  return t;
+  return lesson05::gemm_tolerance_at(DType::bf16, std::sqrt(static_cast<double>(K) / 9.0 + 1.0 / 3.0));
 }
 
 namespace {

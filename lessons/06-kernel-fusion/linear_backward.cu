@@ -171,7 +171,8 @@ struct EpiDGeluBGrad {
       // v[0] is now the sum over the warp's 16 rows of the chunk's value lane / 4.
       s_red[(warp * 32 + lane) * STRIDE + ch] = v[0];
     }
-    klab::named_barrier_sync(3 + threadIdx.x / 128, 128);        // the warpgroup's four warps' sums are in
+    // The warpgroup's four warps' sums are in. Barriers 4 and 5 (the kernel's own are 0, 1 and 2).
+    klab::named_barrier_sync(3 + threadIdx.x / 128, 128);
     // Step 3. Column c of the tile is value vi = 2 (c / 8) + c % 2 of lanes 4q + (c % 8) / 2,
     // in chunk vi / 8 with q = vi % 8.
     const int row0 = row - 16 * warp - lane / 4, n0 = col - 2 * (lane % 4);   // the warpgroup's first row and column

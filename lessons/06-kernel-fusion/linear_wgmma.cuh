@@ -19,17 +19,9 @@ namespace lesson06 {
 
 // y (M, N) = epi(x (M, K) · W (N, K)ᵀ): lesson 05's "nt" layout, one batch entry.
 inline lesson05::GemmArgs linear_gemm_args(const klab::Launch& l) {
-  const std::int64_t M = l.problem.shape[0], N = l.problem.shape[1], K = l.problem.shape[2];
-  lesson05::GemmArgs g;
-  g.A = l.in.at(0).data;
-  g.B = l.in.at(1).data;
-  g.C = l.out.at(0).data;
-  g.M = static_cast<int>(M); g.N = static_cast<int>(N); g.K = static_cast<int>(K);
-  g.lda = K; g.ldb = K; g.ldc = N;
-  g.sA = M * K; g.sB = N * K; g.sC = M * N;
-  g.splits = 1;
-  g.k_chunk = g.K;  // one K slice: the whole of K
-  return g;
+  const int M = static_cast<int>(l.problem.shape[0]), N = static_cast<int>(l.problem.shape[1]);
+  return lesson05::gemm_args(l.in.at(0).data, l.in.at(1).data, l.out.at(0).data, M, N,
+                             static_cast<int>(l.problem.shape[2]), "nt", N);
 }
 
 // Two tile widths of the same persistent kernel: lesson 05's v19 (128 x 256 tiles, 3 stages)
@@ -83,15 +75,9 @@ void launch_linear_wgmma(const klab::Launch& l, Epi epi) {
 // by TMA in 64 x 64 boxes and fed to wgmma transposed). The caller handles M, N or K = 0.
 template <class Epi>
 void launch_backward_wgmma(const klab::Launch& l, Epi epi) {
-  lesson05::GemmArgs g;
-  g.M = static_cast<int>(l.problem.shape[0]); g.N = static_cast<int>(l.problem.shape[1]); g.K = static_cast<int>(l.problem.shape[2]);
-  g.A = l.in.at(0).data;
-  g.B = l.in.at(1).data;
-  g.C = l.out.at(0).data;
-  g.lda = g.K; g.ldb = g.N; g.ldc = g.N;
-  g.sA = static_cast<std::int64_t>(g.M) * g.K; g.sB = static_cast<std::int64_t>(g.K) * g.N; g.sC = static_cast<std::int64_t>(g.M) * g.N;
-  g.splits = 1;
-  g.k_chunk = g.K;
+  const int M = static_cast<int>(l.problem.shape[0]), N = static_cast<int>(l.problem.shape[1]);
+  const lesson05::GemmArgs g = lesson05::gemm_args(l.in.at(0).data, l.in.at(1).data, l.out.at(0).data, M, N,
+                                                   static_cast<int>(l.problem.shape[2]), "nn", N);
   if (narrow_tiles(g.M, g.N)) lesson05::launch_wgmma<CfgNarrow, bf16, Epi, lesson05::Layouts::nn>(g, "nn", 1, l.stream, epi);
   else lesson05::launch_wgmma<CfgWide, bf16, Epi, lesson05::Layouts::nn>(g, "nn", 1, l.stream, epi);
 }

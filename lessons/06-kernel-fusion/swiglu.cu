@@ -85,18 +85,8 @@ namespace {
 // ======================================================================================
 // The product h (M, 2N) = x · wᵀ into C (ldc: C's row pitch).
 lesson05::GemmArgs product(const klab::Launch& l, void* C, int64_t ldc) {
-  lesson05::GemmArgs g;
-  g.M = static_cast<int>(l.problem.shape[0]);
-  g.N = static_cast<int>(2 * l.problem.shape[1]);
-  g.K = static_cast<int>(l.problem.shape[2]);
-  g.A = l.in.at(0).data;
-  g.B = l.in.at(1).data;
-  g.C = C;
-  g.lda = g.K; g.ldb = g.K; g.ldc = ldc;
-  g.sA = static_cast<int64_t>(g.M) * g.K; g.sB = static_cast<int64_t>(g.N) * g.K; g.sC = static_cast<int64_t>(g.M) * ldc;
-  g.splits = 1;
-  g.k_chunk = g.K;
-  return g;
+  return lesson05::gemm_args(l.in.at(0).data, l.in.at(1).data, C, static_cast<int>(l.problem.shape[0]),
+                             static_cast<int>(2 * l.problem.shape[1]), static_cast<int>(l.problem.shape[2]), "nt", ldc);
 }
 
 // M or N = 0: nothing. K = 0: g = u = 0, so y = silu(0) · 0 = 0. Returns true when that was all.

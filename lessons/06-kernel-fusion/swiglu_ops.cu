@@ -51,8 +51,7 @@
 namespace lesson06 {
 
 klab::Tolerance swiglu_tolerance(std::int64_t K) {
-  const double s = lesson05::sigma_k(K) * lesson05::sigma_k(K);
-  return {std::ldexp(s, -7), std::ldexp(1.0, -7), std::ldexp(1.0, -8), s};
+  return lesson05::gemm_tolerance_at(klab::DType::bf16, lesson05::sigma_k(K) * lesson05::sigma_k(K));
 }
 
 namespace {
@@ -62,8 +61,6 @@ using klab::Inputs;
 using klab::Problem;
 using klab::TensorSpec;
 using i64 = std::int64_t;
-
-double silu_ref(double v) { return v / (1.0 + std::exp(-v)); }
 
 // The rows of w holding output column n's gate and up weights.
 i64 gate_row(i64 n) { return 16 * (n / 8) + n % 8; }
@@ -118,7 +115,7 @@ klab::Op make_op() {
     klab::parallel_for(M, [&](i64 m0, i64 m1) {
       for (i64 m = m0; m < m1; ++m)
         for (i64 n = 0; n < N; ++n)
-          y[m * N + n] = silu_ref(h[m * 2 * N + gate_row(n)]) * h[m * 2 * N + up_row(n, N)] + 0.0;
+          y[m * N + n] = act_ref(Act::silu, h[m * 2 * N + gate_row(n)]) * h[m * 2 * N + up_row(n, N)] + 0.0;
     }, N);
     return ref;
   };
@@ -130,7 +127,7 @@ klab::Op make_op() {
     klab::parallel_for(static_cast<i64>(r.index.size()), [&](i64 i0, i64 i1) {
       for (i64 i = i0; i < i1; ++i) {
         const i64 m = r.index[i] / N, n = r.index[i] % N;
-        r.value[i] = silu_ref(dot(in.tensors[0], in.tensors[1], m, gate_row(n), K)) *
+        r.value[i] = act_ref(Act::silu, dot(in.tensors[0], in.tensors[1], m, gate_row(n), K)) *
                      dot(in.tensors[0], in.tensors[1], m, up_row(n, N), K);
       }
     }, 2 * K);
