@@ -82,7 +82,11 @@ def same(what, cpp, py):
 mm = module("lessons/05-matmul/matmul_triton.py")
 same("lessons/05-matmul/matmul_triton_impl.cu kTritonNames",
      re.findall(r'"([^"]+)"', block("lessons/05-matmul/matmul_triton_impl.cu", "kTritonNames")),
-     [f"{bm}x{bn}x{bk}/{w}w/{st}st/g{gm}" for bm, bn, bk, gm, w, st in mm.CONFIGS])
+     [f"{bm}x{bn}x{bk}/{w}w/{st}st/g{gm}" for bm, bn, bk, gm, w, st in mm.CONFIGS] +
+     [f"{bm}x{bn}x{bk}/{w}w/{st}st/g{gm}/persistent" for bm, bn, bk, gm, w, st in mm.PERSISTENT_CONFIGS])
+same("lessons/05-matmul/matmul_triton_impl.cu kClassic",
+     re.findall(r"constexpr int kClassic = (\d+);", (root / "lessons/05-matmul/matmul_triton_impl.cu").read_text()),
+     [str(len(mm.CONFIGS))])
 lm = module("lessons/06-kernel-fusion/linear_triton.py")
 same("lessons/06-kernel-fusion/linear_triton_impl.cu kTritonNames",
      re.findall(r'"([^"]+)"', block("lessons/06-kernel-fusion/linear_triton_impl.cu", "kTritonNames")),

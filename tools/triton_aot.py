@@ -181,7 +181,9 @@ def main():
         by_name.setdefault(e["name"], []).append(e)
 
     global _target_arch
-    c_parts, h_parts = ["int klab_triton_arch(void);  /* klab/src/triton.cpp */"], ["int klab_triton_arch(void);"]
+    # klab/src/triton.cpp: the arch the launchers pick, and min(tiles, SMs) for a persistent grid.
+    decls = "int klab_triton_arch(void);\nint klab_triton_sm_grid(int tiles);"
+    c_parts, h_parts = [decls + "  /* klab/src/triton.cpp */"], [decls]
     with tempfile.TemporaryDirectory() as tmp:
         tmp = Path(tmp)
         for name, entries in by_name.items():

@@ -37,3 +37,7 @@ void triton_prepare() {
 // The arch whose cubins the generated launchers load and run (tools/triton_aot.py): an sm_80
 // cubin runs on every 8.x device, an sm_90 one on 9.x. triton_supported() has ruled out the rest.
 extern "C" int klab_triton_arch(void) { return klab::device_info().cc() >= 90 ? 90 : 80; }
+
+// A persistent Triton kernel's grid (its AOT entry's grid expression): one program per SM,
+// or one per tile where there are fewer tiles.
+extern "C" int klab_triton_sm_grid(int tiles) { return tiles < klab::device_info().sms ? tiles : klab::device_info().sms; }

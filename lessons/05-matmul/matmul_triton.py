@@ -112,6 +112,80 @@ def matmul_kernel(a_ptr, b_ptr, c_ptr, M, N, K, lda, ldb, ldc,
     tl.store(c_ptrs, acc.to(tl.bfloat16), mask=(rm[:, None] < M) & (rn[None, :] < N))
 
 
+@triton.jit
+def matmul_persistent(a_ptr, b_ptr, c_ptr, M, N, K, lda, ldb, ldc,
+                      A_KMAJ: tl.constexpr, B_KMAJ: tl.constexpr,
+                      BM: tl.constexpr, BN: tl.constexpr, BK: tl.constexpr, GROUP_M: tl.constexpr):
+    # One program per SM (the grid is min(tiles, SMs)), each walking the tiles t, t + grid, ...
+    # in the same grouped order: no program waits for a block slot, and one program's next
+    # tile starts loading while the SM's other warps finish the last one's stores.
+    grid_m = tl.cdiv(M, BM)
+    grid_n = tl.cdiv(N, BN)
+    tiles = grid_m * grid_n
+    per_group = GROUP_M * grid_n
+    im = tl.arange(0, BM)                               # (BM,)
+    jn = tl.arange(0, BN)                               # (BN,)
+    rk = tl.arange(0, BK)                               # (BK,)
+    k_full = tl.multiple_of(K - K % BK, BK)
+    for t in tl.range(tl.program_id(0), tiles, tl.num_programs(0)):
+        first_m = (t // per_group) * GROUP_M
+        rows = tl.minimum(grid_m - first_m, GROUP_M)
+        m0 = (first_m + (t % per_group) % rows) * BM
+        n0 = ((t % per_group) // rows) * BN
+        m_in = (m0 + im)[:, None] < M                   # (BM, 1)
+        n_in = (n0 + jn)[None, :] < N                   # (1, BN)
+        # A scalar 64-bit base per operand and tile, and 32-bit offsets inside the tile that
+        # no k-step changes: a step moves the base alone, where matmul_kernel adds its step to
+        # every pointer of the tile (a 64-bit add per element and step). The launcher offers
+        # these configurations only where the offsets fit 32 bits (matmul_triton_impl.cu).
+        if A_KMAJ:
+            a_tile = a_ptr + m0.to(tl.int64) * lda
+            a_off = tl.minimum(im, M - 1 - m0)[:, None] * lda + rk[None, :]      # (BM, BK)
+            a_k = 1
+        else:
+            a_tile = a_ptr + m0
+            a_off = rk[None, :] * lda + im[:, None]
+            a_k = lda
+        if B_KMAJ:
+            b_tile = b_ptr + n0.to(tl.int64) * ldb
+            b_off = tl.minimum(jn, N - 1 - n0)[None, :] * ldb + rk[:, None]      # (BK, BN)
+            b_k = 1
+        else:
+            b_tile = b_ptr + n0
+            b_off = rk[:, None] * ldb + jn[None, :]
+            b_k = ldb
+        acc = tl.zeros((BM, BN), dtype=tl.float32)
+        for k0 in range(0, k_full, BK):
+            a_at = a_tile + k0.to(tl.int64) * a_k
+            b_at = b_tile + k0.to(tl.int64) * b_k
+            if A_KMAJ:
+                a = tl.load(a_at + a_off)
+            else:
+                a = tl.load(a_at + a_off, mask=m_in, other=0.0)
+            if B_KMAJ:
+                b = tl.load(b_at + b_off)
+            else:
+                b = tl.load(b_at + b_off, mask=n_in, other=0.0)
+            acc = tl.dot(a, b, acc)
+        if k_full < K:                                  # the last, partial step of K
+            k_in_a = (k_full + rk)[None, :] < K         # (1, BK)
+            k_in_b = (k_full + rk)[:, None] < K         # (BK, 1)
+            a_at = a_tile + k_full.to(tl.int64) * a_k
+            b_at = b_tile + k_full.to(tl.int64) * b_k
+            if A_KMAJ:
+                a = tl.load(a_at + a_off, mask=k_in_a, other=0.0)
+            else:
+                a = tl.load(a_at + a_off, mask=m_in & k_in_a, other=0.0)
+            if B_KMAJ:
+                b = tl.load(b_at + b_off, mask=k_in_b, other=0.0)
+            else:
+                b = tl.load(b_at + b_off, mask=k_in_b & n_in, other=0.0)
+            acc = tl.dot(a, b, acc)
+        rm64 = (m0 + im).to(tl.int64)
+        c_ptrs = c_ptr + rm64[:, None] * ldc + (n0 + jn)[None, :]
+        tl.store(c_ptrs, acc.to(tl.bfloat16), mask=m_in & n_in)
+
+
 # (BM, BN, BK, GROUP_M, num_warps, num_stages): the space the first call searches, and the
 # README's sweep (`klab bench 05 --op matmul --impl triton --candidate all`). The seventh entry
 # is the first with GROUP_M = 1 (tiles in row-major order, no grouping): the grouped
@@ -130,20 +204,32 @@ CONFIGS = [
     (128, 256, 64, 8, 8, 4),
     (256, 128, 64, 8, 8, 4),
 ]
+# The persistent kernel's configurations (the same fields), after CONFIGS in the impl's
+# candidate list, named with a /persistent suffix: 128x256 tiles, whose 3 or 4 stages leave
+# room for one program an SM, and 256x128.
+PERSISTENT_CONFIGS = [
+    (128, 256, 64, 8, 8, 3),
+    (128, 256, 64, 8, 8, 4),
+    (256, 128, 64, 8, 8, 3),
+]
 LAYOUTS = {"nn": (1, 0), "tn": (0, 0), "nt": (1, 1)}
 
 
 def _aot():
     out = []
     for layout, (ak, bk) in LAYOUTS.items():
-        for bm, bn, bk_, gm, warps, stages in CONFIGS:
-            grid = f"((M + {bm - 1}) / {bm}) * ((N + {bn - 1}) / {bn}), 1, 1"
-            for hint in (":16", ""):
-                out.append(dict(
-                    name=f"tr_matmul_{layout}", kernel="matmul_kernel",
-                    signature=(f"*bf16:16, *bf16:16, *bf16:16, i32{hint}, i32{hint}, i32{hint}, "
-                               f"i32{hint}, i32{hint}, i32{hint}, {ak}, {bk}, {bm}, {bn}, {bk_}, {gm}"),
-                    grid=grid, num_warps=warps, num_stages=stages))
+        for kernel, configs, prefix in (("matmul_kernel", CONFIGS, "tr_matmul"),
+                                        ("matmul_persistent", PERSISTENT_CONFIGS, "tr_matmul_persistent")):
+            for bm, bn, bk_, gm, warps, stages in configs:
+                tiles = f"((M + {bm - 1}) / {bm}) * ((N + {bn - 1}) / {bn})"
+                # klab_triton_sm_grid(tiles) = min(tiles, SMs) (klab/src/triton.cpp)
+                grid = f"klab_triton_sm_grid({tiles}), 1, 1" if kernel == "matmul_persistent" else f"{tiles}, 1, 1"
+                for hint in (":16", ""):
+                    out.append(dict(
+                        name=f"{prefix}_{layout}", kernel=kernel,
+                        signature=(f"*bf16:16, *bf16:16, *bf16:16, i32{hint}, i32{hint}, i32{hint}, "
+                                   f"i32{hint}, i32{hint}, i32{hint}, {ak}, {bk}, {bm}, {bn}, {bk_}, {gm}"),
+                        grid=grid, num_warps=warps, num_stages=stages))
     return out
 
 

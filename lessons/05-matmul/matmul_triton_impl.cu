@@ -1,17 +1,20 @@
 // Lesson 05 — the Triton matmul (matmul_triton.py), compiled ahead of time.
 //
-//   triton   op matmul, bf16, all three layouts: one tl.dot kernel with masks for any
-//            shape, nine tile configurations, the fastest chosen per shape (run_triton)
+//   triton   op matmul, bf16, all three layouts: a tl.dot kernel with masks for any shape
+//            in nine tile configurations, and a persistent one in three, the fastest
+//            chosen per shape (run_triton)
 //
-// The build links the tile configurations of each layout into one launcher
-// (tr_matmul_nn(stream, ..., algo_id)); the first call for a shape times them all on the
-// stream and caches the fastest (klab::autotune, the same mechanism as v8_autotuned).
+// The build links the tile configurations of each layout and kernel into one launcher
+// (tr_matmul_nn(stream, ..., algo_id), tr_matmul_persistent_nn); the first call for a shape
+// times them all on the stream and caches the fastest (klab::autotune, the same mechanism
+// as v8_autotuned).
 // Each is also a candidate of its own (`klab test` verifies every one; `--candidate
 // 64x128x64/4w/4st/g8` runs one, `--candidate all` times each as its own row: the sweep).
 #include <cuda.h>
 #include <cuda_runtime.h>
 
 #include <algorithm>
+#include <cstdint>
 #include <cstdio>
 #include <string>
 #include <vector>
@@ -47,31 +50,52 @@ std::vector<std::string> triton_tiles_that_fit(const std::vector<std::string>& n
 
 namespace {
 
-// The configurations, by algo_id: CONFIGS in matmul_triton.py, in its order, as
-// BMxBNxBK/warps/stages/gGROUP_M. Every layout links the same list; run_triton checks its
-// length against the launcher's count.
+// The configurations: CONFIGS in matmul_triton.py, in its order, as
+// BMxBNxBK/warps/stages/gGROUP_M (algo_id i of tr_matmul_*), then PERSISTENT_CONFIGS with a
+// /persistent suffix (algo_id i - kClassic of tr_matmul_persistent_*). Every layout links
+// the same lists; run_triton checks their lengths against the launchers' counts.
 const std::vector<std::string> kTritonNames = {"128x256x64/8w/3st/g8", "128x128x64/4w/4st/g8",
                                                "128x128x32/4w/4st/g8", "64x128x64/4w/4st/g8",
                                                "256x128x64/8w/3st/g8", "128x256x32/8w/4st/g8",
                                                "128x256x64/8w/3st/g1", "128x256x64/8w/4st/g8",
-                                               "256x128x64/8w/4st/g8"};
+                                               "256x128x64/8w/4st/g8",
+                                               "128x256x64/8w/3st/g8/persistent", "128x256x64/8w/4st/g8/persistent",
+                                               "256x128x64/8w/3st/g8/persistent"};
+constexpr int kClassic = 9;  // the first persistent name's index
 
-std::vector<std::string> triton_candidates(const klab::Problem&) { return triton_tiles_that_fit(kTritonNames); }
+// The persistent kernel's offsets inside a tile are 32-bit: up to 255 rows (or 63 k) of the
+// longest leading dimension plus 255, which every dimension under 2^23 keeps below 2^31.
+bool persistent_fits(const klab::Problem& p) {
+  const Shape s = shape_of(p);
+  return std::max({s.M, s.N, s.K}) < (1 << 23);
+}
+
+std::vector<std::string> triton_candidates(const klab::Problem& p) {
+  std::vector<std::string> names;
+  for (const auto& n : kTritonNames)
+    if (n.find("/persistent") == std::string::npos || persistent_fits(p)) names.push_back(n);
+  return triton_tiles_that_fit(names);
+}
 
 #if KLAB_HAVE_TRITON
 using Launcher = CUresult (*)(CUstream, CUdeviceptr, CUdeviceptr, CUdeviceptr, int32_t, int32_t, int32_t, int32_t,
                               int32_t, int32_t, int);
 
 struct Layout {
-  Launcher launch;
+  Launcher launch, launch_persistent;
   int (*num_algos)(void);
+  int (*num_persistent)(void);
   void (*load)(void);
+  void (*load_persistent)(void);
 };
 
 const Layout& layout_of(const std::string& v) {
-  static const Layout nn{tr_matmul_nn, tr_matmul_nn_get_num_algos, load_tr_matmul_nn};
-  static const Layout tn{tr_matmul_tn, tr_matmul_tn_get_num_algos, load_tr_matmul_tn};
-  static const Layout nt{tr_matmul_nt, tr_matmul_nt_get_num_algos, load_tr_matmul_nt};
+  static const Layout nn{tr_matmul_nn, tr_matmul_persistent_nn, tr_matmul_nn_get_num_algos,
+                         tr_matmul_persistent_nn_get_num_algos, load_tr_matmul_nn, load_tr_matmul_persistent_nn};
+  static const Layout tn{tr_matmul_tn, tr_matmul_persistent_tn, tr_matmul_tn_get_num_algos,
+                         tr_matmul_persistent_tn_get_num_algos, load_tr_matmul_tn, load_tr_matmul_persistent_tn};
+  static const Layout nt{tr_matmul_nt, tr_matmul_persistent_nt, tr_matmul_nt_get_num_algos,
+                         tr_matmul_persistent_nt_get_num_algos, load_tr_matmul_nt, load_tr_matmul_persistent_nt};
   if (v == "nn") return nn;
   if (v == "tn") return tn;
   KLAB_REQUIRE(v == "nt", "triton matmul: unknown variant " + v);
@@ -89,17 +113,21 @@ void run_triton(const klab::Launch& l) {
   if (!is_loaded) {
     klab::triton_prepare();
     lay.load();
+    lay.load_persistent();
     is_loaded = true;
   }
   auto launch_algo = [&](int algo) {
-    KLAB_CHECK_CU(lay.launch(reinterpret_cast<CUstream>(l.stream), reinterpret_cast<CUdeviceptr>(g.A),
-                             reinterpret_cast<CUdeviceptr>(g.B), reinterpret_cast<CUdeviceptr>(g.C), g.M, g.N, g.K,
-                             static_cast<int32_t>(g.lda), static_cast<int32_t>(g.ldb), static_cast<int32_t>(g.ldc),
-                             algo));
+    const bool persistent = algo >= kClassic;
+    KLAB_CHECK_CU((persistent ? lay.launch_persistent : lay.launch)(
+        reinterpret_cast<CUstream>(l.stream), reinterpret_cast<CUdeviceptr>(g.A), reinterpret_cast<CUdeviceptr>(g.B),
+        reinterpret_cast<CUdeviceptr>(g.C), g.M, g.N, g.K, static_cast<int32_t>(g.lda), static_cast<int32_t>(g.ldb),
+        static_cast<int32_t>(g.ldc), persistent ? algo - kClassic : algo));
   };
-  KLAB_REQUIRE(lay.num_algos() == static_cast<int>(kTritonNames.size()),
-               "triton matmul: the launcher links " + std::to_string(lay.num_algos()) + " configurations, " +
-                   std::to_string(kTritonNames.size()) + " named (kTritonNames follows CONFIGS in matmul_triton.py)");
+  const int linked = lay.num_algos() + lay.num_persistent();
+  KLAB_REQUIRE(lay.num_algos() == kClassic && linked == static_cast<int>(kTritonNames.size()),
+               "triton matmul: the launchers link " + std::to_string(lay.num_algos()) + " + " +
+                   std::to_string(lay.num_persistent()) + " configurations, " + std::to_string(kTritonNames.size()) +
+                   " named (kTritonNames follows CONFIGS and PERSISTENT_CONFIGS in matmul_triton.py)");
   // The candidates are a subset of kTritonNames; the launcher takes the algo_id in the full list.
   const std::vector<std::string> names = triton_candidates(l.problem);
   const auto launch = [&](int i) {
@@ -119,7 +147,7 @@ std::string supports_triton(const klab::Problem& p) {
 }
 
 KLAB_REGISTER(klab::register_impl({.op = "matmul", .name = "triton",
-                                   .summary = "Triton tl.dot, 9 linked tile configs, fastest chosen per shape",
+                                   .summary = "Triton tl.dot, 9 tile configs + 3 persistent, fastest chosen per shape",
                                    .kind = klab::ImplKind::triton, .supports = supports_triton,
                                    .run = run_triton, .candidates = triton_candidates}));
 
