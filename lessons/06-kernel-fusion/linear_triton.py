@@ -6,9 +6,10 @@ x is (M, K) and W is (N, K), both row-major, so both operands are K-contiguous: 
 activation is a constexpr, ACT: 0 none (bias only), 1 ReLU, 2 GELU (tanh form), 3 SiLU,
 so each activation is a kernel of its own with no branch on it at run time.
 
-The main loop is lesson 05's matmul_kernel on its nt path: each program computes one (BM, BN)
-tile of x · Wᵀ, walking K in steps of BK and accumulating tl.dot in fp32 (wgmma on Hopper,
-the loads pipelined over num_stages buffers). The fusion is all in the epilogue: the bias is
+The main loop is lesson 05's matmul_persistent on its nt path: one program per SM walks the
+(BM, BN) tiles of x · Wᵀ, each walking K in steps of BK and accumulating tl.dot in fp32
+(wgmma on Hopper, the loads pipelined over num_stages buffers), its addresses a scalar base
+per tile and 32-bit offsets that no step changes. The fusion is all in the epilogue: the bias is
 added to the fp32 accumulator tile, the activation is applied to it in fp32, and the tile is
 rounded to bf16 once, in the one store. The pre-activation x · Wᵀ + b never goes to memory:
 unfused, the GEMM writes it and a second kernel reads it back (4·M·N bytes in bf16, and a
@@ -23,8 +24,9 @@ configuration of CONFIGS), a coalesced 2·BN bytes against the (BM + BN)·K·2 o
 the one load of the kernel that is not 16 bytes wide (the `scalar_loads` key of the hinted
 entries says so for tests/triton_vectorised.py).
 
-Programs are numbered in grouped order (GROUP_M rows of tiles at a time, column by column),
-as in lesson 05.
+The tiles are taken in grouped order (GROUP_M rows of tiles at a time, column by column), as
+in lesson 05. (Until 2026-11-26 each program computed one tile, with lesson 05's
+matmul_kernel as its loop; lesson 06's README has what the change measured.)
 
 Ahead-of-time builds (the AOT list at the bottom): for each activation, the tile
 configurations of CONFIGS, linked into one launcher per activation (tr_linear_bias,
@@ -42,72 +44,69 @@ import triton.language as tl
 def linear_bias_act_kernel(x_ptr, w_ptr, b_ptr, y_ptr, M, N, K, ldx, ldw, ldy,
                            ACT: tl.constexpr,
                            BM: tl.constexpr, BN: tl.constexpr, BK: tl.constexpr, GROUP_M: tl.constexpr):
-    pid = tl.program_id(0)
+    # Persistent, as lesson 05's matmul_persistent: one program per SM (the grid is
+    # min(tiles, SMs)), walking the tiles t, t + grid, ... in grouped order.
     grid_m = tl.cdiv(M, BM)
     grid_n = tl.cdiv(N, BN)
+    tiles = grid_m * grid_n
     per_group = GROUP_M * grid_n
-    first_m = (pid // per_group) * GROUP_M
-    rows = tl.minimum(grid_m - first_m, GROUP_M)
-    pid_m = first_m + (pid % per_group) % rows
-    pid_n = (pid % per_group) // rows
-
-    rm = pid_m * BM + tl.arange(0, BM)                  # (BM,)
-    rn = pid_n * BN + tl.arange(0, BN)                  # (BN,)
+    im = tl.arange(0, BM)                               # (BM,)
+    jn = tl.arange(0, BN)                               # (BN,)
     rk = tl.arange(0, BK)                               # (BK,)
-    # A row of x (of W) past M (N) loads row M - 1 (N - 1) instead of a masked zero: its
-    # products land only in rows (columns) of y that are never stored, and the load needs no
-    # mask. Both operands are K-contiguous, so the clamp is on rows only and never breaks a
-    # 16-byte vector along K.
-    rm_x = tl.minimum(rm, M - 1).to(tl.int64)           # row offsets may pass 2^31
-    rn_w = tl.minimum(rn, N - 1).to(tl.int64)
-    x_ptrs = x_ptr + rm_x[:, None] * ldx + rk[None, :]  # (BM, BK)
-    w_ptrs = w_ptr + rn_w[None, :] * ldw + rk[:, None]  # (BK, BN): Wᵀ's tile, read from W's rows
-
-    acc = tl.zeros((BM, BN), dtype=tl.float32)
     # The whole steps of K with no mask at all, then at most one partial step under K's mask.
     k_full = tl.multiple_of(K - K % BK, BK)             # (a true hint: the tail loads vectorise)
-    for k0 in range(0, k_full, BK):
-        x = tl.load(x_ptrs)
-        w = tl.load(w_ptrs)
-        acc = tl.dot(x, w, acc)
-        x_ptrs += BK
-        w_ptrs += BK
-    if k_full < K:
-        # The pointers again from the start, not carried out of the loop: what the compiler
-        # knows of a loop-carried pointer (contiguity, alignment) does not survive the loop,
-        # and the tail's loads would be scalar.
-        rkt = k_full + rk                               # (BK,)
-        x = tl.load(x_ptr + rm_x[:, None] * ldx + rkt[None, :], mask=rkt[None, :] < K, other=0.0)
-        w = tl.load(w_ptr + rn_w[None, :] * ldw + rkt[:, None], mask=rkt[:, None] < K, other=0.0)
-        acc = tl.dot(x, w, acc)
+    for t in tl.range(tl.program_id(0), tiles, tl.num_programs(0)):
+        first_m = (t // per_group) * GROUP_M
+        rows = tl.minimum(grid_m - first_m, GROUP_M)
+        m0 = (first_m + (t % per_group) % rows) * BM
+        n0 = ((t % per_group) // rows) * BN
+        # A scalar 64-bit base per operand and tile, and 32-bit offsets inside the tile that
+        # no k-step changes (the launcher offers this kernel where they fit: every dimension
+        # under 2^23). A row of x (of W) past M (N) loads row M - 1 (N - 1) instead of a
+        # masked zero: its products land only in rows (columns) of y that are never stored,
+        # and the load needs no mask. Both operands are K-contiguous, so the clamp is on rows
+        # only and never breaks a 16-byte vector along K.
+        x_tile = x_ptr + m0.to(tl.int64) * ldx
+        w_tile = w_ptr + n0.to(tl.int64) * ldw
+        x_off = tl.minimum(im, M - 1 - m0)[:, None] * ldx + rk[None, :]     # (BM, BK)
+        w_off = tl.minimum(jn, N - 1 - n0)[None, :] * ldw + rk[:, None]     # (BK, BN): Wᵀ's tile
+        acc = tl.zeros((BM, BN), dtype=tl.float32)
+        for k0 in range(0, k_full, BK):
+            x = tl.load(x_tile + k0 + x_off)
+            w = tl.load(w_tile + k0 + w_off)
+            acc = tl.dot(x, w, acc)
+        if k_full < K:
+            x = tl.load(x_tile + k_full + x_off, mask=(k_full + rk)[None, :] < K, other=0.0)
+            w = tl.load(w_tile + k_full + w_off, mask=(k_full + rk)[:, None] < K, other=0.0)
+            acc = tl.dot(x, w, acc)
 
-    # The epilogue, on the fp32 tile still in registers: bias, activation, one rounding.
-    # The bias is one (BN,) row for the whole tile, masked at N (a column past N is never
-    # stored; the mask keeps the load inside b).
-    bias = tl.load(b_ptr + rn, mask=rn < N, other=0.0).to(tl.float32)
-    v = acc + bias[None, :]
-    # GELU and SiLU are both v · sigmoid(s): 0.5 (1 + tanh(u)) = sigmoid(2u), so
-    # gelu(v) = 0.5 v (1 + tanh(u)) with u = sqrt(2/pi) (v + 0.044715 v^3) is v · sigmoid(2u),
-    # and silu(v) = v · sigmoid(v). Each is v / (1 + 2^(-s log2 e)): one ex2.approx (MUFU.EX2)
-    # and one division, which Triton emits for fp32 as div.full.f32 (a MUFU.RCP, no branch).
-    # Lesson 01's gelu_kernel calls libdevice's tanh instead; on a tile of 128 accumulators a
-    # thread, its branch per element (a polynomial for small |u|, exp for the rest) and the
-    # temporaries made the epilogue's SASS twice as long and spilled registers
-    # (tools/triton_ptx.py --sass). The sigmoid form does not cancel either: where tanh(u) is
-    # near -1, 1 + tanh(u) in fp32 loses the digits that 1 + 2^(...) keeps. A 2^(...) that
-    # overflows gives v / inf = -0, the limit.
-    if ACT == 1:
-        v = tl.maximum(v, 0.0)
-    elif ACT == 2:
-        # -2 sqrt(2/pi) log2(e): the factor 2 of sigmoid(2u), u's scale, and the base change.
-        v = v / (1.0 + tl.exp2(-2.302208198144325 * (v + 0.044715 * v * v * v)))
-    elif ACT == 3:
-        v = v / (1.0 + tl.exp2(-1.4426950408889634 * v))   # -log2(e) v
+        # The epilogue, on the fp32 tile still in registers: bias, activation, one rounding.
+        # The bias is one (BN,) row for the whole tile, masked at N (a column past N is never
+        # stored; the mask keeps the load inside b).
+        rn = n0 + jn
+        bias = tl.load(b_ptr + rn, mask=rn < N, other=0.0).to(tl.float32)
+        v = acc + bias[None, :]
+        # GELU and SiLU are both v · sigmoid(s): 0.5 (1 + tanh(u)) = sigmoid(2u), so
+        # gelu(v) = 0.5 v (1 + tanh(u)) with u = sqrt(2/pi) (v + 0.044715 v^3) is v · sigmoid(2u),
+        # and silu(v) = v · sigmoid(v). Each is v / (1 + 2^(-s log2 e)): one ex2.approx (MUFU.EX2)
+        # and one division, which Triton emits for fp32 as div.full.f32 (a MUFU.RCP, no branch).
+        # Lesson 01's gelu_kernel calls libdevice's tanh instead; on a tile of 128 accumulators a
+        # thread, its branch per element (a polynomial for small |u|, exp for the rest) and the
+        # temporaries made the epilogue's SASS twice as long and spilled registers
+        # (tools/triton_ptx.py --sass). The sigmoid form does not cancel either: where tanh(u) is
+        # near -1, 1 + tanh(u) in fp32 loses the digits that 1 + 2^(...) keeps. A 2^(...) that
+        # overflows gives v / inf = -0, the limit.
+        if ACT == 1:
+            v = tl.maximum(v, 0.0)
+        elif ACT == 2:
+            # -2 sqrt(2/pi) log2(e): the factor 2 of sigmoid(2u), u's scale, and the base change.
+            v = v / (1.0 + tl.exp2(-2.302208198144325 * (v + 0.044715 * v * v * v)))
+        elif ACT == 3:
+            v = v / (1.0 + tl.exp2(-1.4426950408889634 * v))   # -log2(e) v
 
-    rm64 = rm.to(tl.int64)
-    rn64 = rn.to(tl.int64)
-    y_ptrs = y_ptr + rm64[:, None] * ldy + rn64[None, :]
-    tl.store(y_ptrs, v.to(tl.bfloat16), mask=(rm[:, None] < M) & (rn[None, :] < N))
+        rm = m0 + im
+        y_ptrs = y_ptr + rm.to(tl.int64)[:, None] * ldy + rn[None, :]
+        tl.store(y_ptrs, v.to(tl.bfloat16), mask=(rm[:, None] < M) & (rn[None, :] < N))
 
 
 # (BM, BN, BK, GROUP_M, num_warps, num_stages): the space the first call searches, from lesson
@@ -131,7 +130,8 @@ def _aot():
     out = []
     for act, code in ACTS.items():
         for bm, bn, bk, gm, warps, stages in CONFIGS:
-            grid = f"((M + {bm - 1}) / {bm}) * ((N + {bn - 1}) / {bn}), 1, 1"
+            # klab_triton_sm_grid(tiles) = min(tiles, SMs) (klab/src/triton.cpp): one program an SM
+            grid = f"klab_triton_sm_grid(((M + {bm - 1}) / {bm}) * ((N + {bn - 1}) / {bn})), 1, 1"
             for hint in (":16", ""):
                 out.append(dict(
                     name=f"tr_linear_{act}", kernel="linear_bias_act_kernel",

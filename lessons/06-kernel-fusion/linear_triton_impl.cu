@@ -1,6 +1,6 @@
 // Lesson 06 — the fused linear layer in Triton (linear_triton.py), compiled ahead of time.
 //
-//   triton   op linear_bias_act, bf16, every activation: lesson 05's nt tl.dot loop with the
+//   triton   op linear_bias_act, bf16, every activation: lesson 05's persistent nt tl.dot loop with the
 //            bias and the activation applied to the fp32 accumulator tile before its one
 //            store, four linked tile configurations, the fastest chosen per shape (run_triton)
 //
@@ -116,12 +116,15 @@ void run_triton(const klab::Launch& l) {
 
 std::string supports_triton(const klab::Problem& p) {
   if (p.dtype != klab::DType::bf16) return "bf16 only (the Triton track of this lesson)";
+  // The kernel's offsets inside a tile are 32-bit: 255 rows of a K-long row plus 255.
+  if (std::max({p.shape[0], p.shape[1], p.shape[2]}) >= (std::int64_t{1} << 23))
+    return "a dimension of 2^23 or more: the kernel's offsets inside a tile are 32-bit";
   return klab::triton_supported();
 }
 
 KLAB_REGISTER(klab::register_impl({.op = "linear_bias_act", .name = "triton",
-                                   .summary = "Triton tl.dot with bias + activation on the fp32 tile, 4 linked "
-                                              "tile configs, fastest chosen per shape",
+                                   .summary = "Triton tl.dot with bias + activation on the fp32 tile, persistent, 4 "
+                                              "linked tile configs, fastest chosen per shape",
                                    .kind = klab::ImplKind::triton, .supports = supports_triton,
                                    .run = run_triton, .candidates = triton_candidates}));
 
