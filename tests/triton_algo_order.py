@@ -10,7 +10,7 @@ first gives them. Triton's linker numbers them in the order it reads their heade
 file-name order they came out by hash, and every autotune label and --candidate ran another
 configuration than it named. For each generated lessons/*/triton/STEM.c under BUILD_DIR and
 its lessons/*/STEM.py, compares the two; then compares the C++ tables that name the
-candidates (kTritonNames, kRowTiles and kLoopConfigs, kTritonStage1) with the Python lists
+candidates (kTritonNames, kSwigluTritonNames, kRowTiles and kLoopConfigs, kTritonStage1) with the Python lists
 they follow. CPU only. Exit 0 with a summary, 1 with a line per
 launcher out of order.
 """
@@ -91,6 +91,10 @@ lm = module("lessons/06-kernel-fusion/linear_triton.py")
 same("lessons/06-kernel-fusion/linear_triton_impl.cu kTritonNames",
      re.findall(r'"([^"]+)"', block("lessons/06-kernel-fusion/linear_triton_impl.cu", "kTritonNames")),
      [f"{bm}x{bn}x{bk}/{w}w/{st}st/g{gm}" for bm, bn, bk, gm, w, st in lm.CONFIGS])
+sw = module("lessons/06-kernel-fusion/swiglu_triton.py")
+same("lessons/06-kernel-fusion/swiglu_triton_impl.cu kSwigluTritonNames",
+     re.findall(r'"([^"]+)"', block("lessons/06-kernel-fusion/swiglu_triton_impl.cu", "kSwigluTritonNames")),
+     [f"{bm}x{bn}x{bk}/{w}w/{st}st/g{gm}" for bm, bn, bk, gm, w, st in sw.CONFIGS])
 sm = module("lessons/04-softmax/softmax_triton.py")
 same("lessons/04-softmax/softmax_triton.cu kRowTiles",
      [(int(b), [int(w) for w in ws.split(",")])
