@@ -54,7 +54,7 @@ function(klab_triton_aot target py)
   add_custom_command(
     OUTPUT ${dir}/${stem}.c ${dir}/${stem}.h
     COMMAND ${KLAB_PYTHON} ${CMAKE_SOURCE_DIR}/tools/triton_aot.py ${py} --out-dir ${dir}
-    DEPENDS ${py} ${siblings} ${CMAKE_SOURCE_DIR}/tools/triton_aot.py
+    DEPENDS ${py} ${siblings} ${CMAKE_SOURCE_DIR}/tools/triton_aot.py ${CMAKE_SOURCE_DIR}/klab/triton/klab_tl.py
     COMMENT "Triton AOT: ${stem}.py -> ${stem}.c"
     VERBATIM)
   target_sources(${target} PRIVATE ${dir}/${stem}.c)

@@ -39,6 +39,8 @@ import triton
 import triton.backends.compiler
 from triton.tools import compile as tt_compile
 
+# The folder of klab_tl.py, the Triton track's shared @triton.jit helpers.
+KLAB_TL = Path(__file__).resolve().parent.parent / "klab" / "triton"
 ARCHS = (80, 90)  # cubins for Ampere (8.x devices) and Hopper (9.x); others are unsupported
 _target_arch = ARCHS[-1]
 
@@ -88,6 +90,7 @@ def _source_error(py: Path, ex: BaseException, mod=None, kernel=None) -> str:
 def _load_aot_list(py: Path):
     spec = importlib.util.spec_from_file_location(py.stem, py)
     mod = importlib.util.module_from_spec(spec)
+    sys.path.insert(0, str(KLAB_TL))   # the shared helpers: from klab_tl import ...
     sys.path.insert(0, str(py.parent))
     try:
         spec.loader.exec_module(mod)

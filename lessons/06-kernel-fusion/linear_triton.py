@@ -39,12 +39,7 @@ first call for a shape and caches the fastest.
 import triton
 import triton.language as tl
 
-
-@triton.jit
-def _tanh(x):
-    """tanh(x) as one MUFU.TANH (PTX tanh.approx.f32, relative error about 2^-11), as the CUDA
-    epilogue's tanh_approx (fusion.cuh)."""
-    return tl.inline_asm_elementwise("tanh.approx.f32 $0, $1;", "=f,f", [x], dtype=tl.float32, is_pure=True, pack=1)
+from klab_tl import tanh_approx
 
 
 @triton.jit
@@ -94,8 +89,8 @@ def linear_bias_act_kernel(x_ptr, w_ptr, b_ptr, y_ptr, M, N, K, ldx, ldw, ldy,
         bias = tl.load(b_ptr + rn, mask=rn < N, other=0.0).to(tl.float32)
         v = acc + bias[None, :]
         # GELU is 0.5 v (1 + tanh(u)) with u = sqrt(2/pi) (v + 0.044715 v^3), SiLU
-        # v · sigmoid(v) = 0.5 v (1 + tanh(v / 2)): one tanh.approx each (_tanh, one MUFU.TANH),
-        # as the CUDA epilogue (fusion.cuh's activate). tanh's error, about 2^-11 relative, moves
+        # v · sigmoid(v) = 0.5 v (1 + tanh(v / 2)): one tanh.approx each (klab_tl.tanh_approx,
+        # one MUFU.TANH), as the CUDA epilogue (fusion.cuh's activate). tanh's error, about 2^-11 relative, moves
         # the result by at most about 2^-12 |v|, far inside the tolerance. Until 2026-11-26 both
         # were v / (1 + 2^(-s log2 e)), an ex2.approx and a division (two MUFU and the division's
         # fix-ups): on the H100 that GELU epilogue cost 12.8 µs over ReLU at 8192 x 3072 x 768,
@@ -105,10 +100,10 @@ def linear_bias_act_kernel(x_ptr, w_ptr, b_ptr, y_ptr, M, N, K, ldx, ldw, ldy,
             v = tl.maximum(v, 0.0)
         elif ACT == 2:
             hv = 0.5 * v
-            v = hv + hv * _tanh(v * (0.7978845608028654 + 0.035677408136300125 * v * v))
+            v = hv + hv * tanh_approx(v * (0.7978845608028654 + 0.035677408136300125 * v * v))
         elif ACT == 3:
             hv = 0.5 * v
-            v = hv + hv * _tanh(hv)
+            v = hv + hv * tanh_approx(hv)
 
         rm = m0 + im
         y_ptrs = y_ptr + rm.to(tl.int64)[:, None] * ldy + rn[None, :]

@@ -14,8 +14,8 @@ output column n names its two rows of w directly (gate_row and up_row below, the
 of swiglu_ops.cu), and the loop keeps two (BM, BN) fp32 accumulators: tl.dot(x, W_gᵀ) and
 tl.dot(x, W_uᵀ), the same MMAs as one 2·BN-wide product. The epilogue takes silu of the gate
 tile and multiplies by the up tile, in fp32, and rounds once, in the one store: neither g nor
-u goes to memory. silu(g) = 0.5 g (1 + tanh(g / 2)), one tanh.approx (linear_triton.py's
-_tanh), as linear_triton.py's SiLU.
+u goes to memory. silu(g) = 0.5 g (1 + tanh(g / 2)), one tanh.approx (klab_tl.tanh_approx), as
+linear_triton.py's SiLU.
 
 Any shape works: a column past N reads column N - 1's rows (its results are never stored), a
 row of x past M reads row M - 1, the whole steps of K load with no mask and one last step
@@ -29,7 +29,7 @@ configuration on the first call for a shape and caches the fastest.
 import triton
 import triton.language as tl
 
-from linear_triton import _tanh
+from klab_tl import tanh_approx
 
 
 @triton.jit
@@ -72,7 +72,7 @@ def swiglu_kernel(x_ptr, w_ptr, y_ptr, M, N, K, ldx, ldw, ldy,
             acc_u = tl.dot(x, tl.load(w_tile + k_full + u_off, mask=k_in, other=0.0), acc_u)
         # The epilogue on the two fp32 tiles: silu(g) · u, one rounding.
         hg = 0.5 * acc_g
-        y = (hg + hg * _tanh(hg)) * acc_u
+        y = (hg + hg * tanh_approx(hg)) * acc_u
         rm = m0 + im
         rn = n0 + jn
         y_ptrs = y_ptr + rm.to(tl.int64)[:, None] * ldy + rn[None, :]
