@@ -146,3 +146,29 @@ TEST(AutotuneCandidates, TritonReductionsNameTheirChunks) {
   EXPECT_EQ(std::set<std::string>(names.begin(), names.end()).size(), names.size());
   EXPECT_EQ(names, argmax->candidates(p));
 }
+
+// The persistent Triton kernels' offsets inside a tile are 32-bit (lesson05::triton_offsets_fit):
+// lesson 05 offers its persistent configurations only below 2^23 in every dimension, and
+// lesson 06's persistent-only Triton impls report such a shape unsupported, with the reason.
+TEST(AutotuneCandidates, PersistentTritonConfigurationsStopAtTwoToThe23) {
+  if (!registry().find_op("matmul")) GTEST_SKIP() << "lesson 05 is not in this build";
+  const Impl* mm = registry().find_impl("matmul", "triton");
+  ASSERT_NE(mm, nullptr);
+  auto persistent = [&](const Dims& d) {
+    const auto names = mm->candidates(Problem{d, DType::bf16, "nt"});
+    return std::count_if(names.begin(), names.end(),
+                         [](const std::string& n) { return n.find("/persistent") != std::string::npos; });
+  };
+  EXPECT_EQ(persistent({4096, 4096, 4096}), 3);
+  EXPECT_EQ(persistent({8, 8, (1 << 23) - 1}), 3);
+  EXPECT_EQ(persistent({8, 8, 1 << 23}), 0);
+  EXPECT_EQ(persistent({1 << 23, 8, 8}), 0);
+  if (!registry().find_op("linear_swiglu")) return;   // lesson 06 not in this build
+  for (const std::string op : {"linear_bias_act", "linear_swiglu"}) {
+    const Impl* tr = registry().find_impl(op, "triton");
+    ASSERT_NE(tr, nullptr) << op;
+    const std::string variant = op == "linear_bias_act" ? "gelu" : "";
+    EXPECT_NE(tr->supports(Problem{{8, 1 << 23, 8}, DType::bf16, variant}).find("2^23"), std::string::npos) << op;
+    EXPECT_EQ(tr->supports(Problem{{8, (1 << 23) - 1, 8}, DType::bf16, variant}).find("2^23"), std::string::npos) << op;
+  }
+}

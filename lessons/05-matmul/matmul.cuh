@@ -247,8 +247,13 @@ std::vector<std::int64_t> sample_positions(std::int64_t M, std::int64_t N, std::
 // ---- the Triton tile configurations (matmul_triton_impl.cu; lesson 06's Triton too) -----
 // Of configurations named BMxBNxBK/<warps>w/<stages>st/..., the ones whose stages fit the
 // device's shared memory (all of them without a GPU): what an autotuned Triton tl.dot
-// kernel times on this device.
-std::vector<std::string> triton_tiles_that_fit(const std::vector<std::string>& names);
+// kernel times on this device. A stage holds A's (BM, BK) tile and b_tiles (BK, BN) tiles
+// of B: stages x (BM + b_tiles BN) x BK bf16 (lesson 06's SwiGLU reads two tiles of w).
+std::vector<std::string> triton_tiles_that_fit(const std::vector<std::string>& names, int b_tiles = 1);
+// "" when the persistent Triton kernels' 32-bit offsets inside a tile hold for every
+// dimension of the product (all below 2^23: at most 255 rows of a 2^23-long row plus 255
+// stay below 2^31), else why not.
+std::string triton_offsets_fit(std::int64_t M, std::int64_t N, std::int64_t K);
 
 // The typical size of an output of a K-term dot product of inputs uniform in [-1, 1).
 inline double sigma_k(std::int64_t K) { return std::sqrt(static_cast<double>(K)) / 3.0; }

@@ -31,21 +31,22 @@
 
 namespace lesson05 {
 
-// The shared memory a configuration's stages take: stages x (BM + BN) x BK bf16 elements.
-std::size_t triton_stage_bytes(const std::string& name) {
-  int bm = 0, bn = 0, bk = 0, warps = 0, stages = 0;
-  KLAB_REQUIRE(std::sscanf(name.c_str(), "%dx%dx%d/%dw/%dst", &bm, &bn, &bk, &warps, &stages) == 5,
-               "triton matmul: malformed configuration name " + name);
-  return static_cast<std::size_t>(stages) * (bm + bn) * bk * 2;
+std::vector<std::string> triton_tiles_that_fit(const std::vector<std::string>& names, int b_tiles) {
+  const std::size_t limit = klab::device_info().smem_per_block_optin;
+  std::vector<std::string> out;
+  for (const auto& n : names) {
+    int bm = 0, bn = 0, bk = 0, warps = 0, stages = 0;
+    KLAB_REQUIRE(std::sscanf(n.c_str(), "%dx%dx%d/%dw/%dst", &bm, &bn, &bk, &warps, &stages) == 5,
+                 "triton: malformed configuration name " + n);
+    if (limit == 0 || static_cast<std::size_t>(stages) * (bm + b_tiles * bn) * bk * 2 <= limit) out.push_back(n);
+  }
+  return out;
 }
 
-std::vector<std::string> triton_tiles_that_fit(const std::vector<std::string>& names) {
-  const std::size_t limit = klab::device_info().smem_per_block_optin;
-  if (limit == 0) return names;
-  std::vector<std::string> out;
-  for (const auto& n : names)
-    if (triton_stage_bytes(n) <= limit) out.push_back(n);
-  return out;
+std::string triton_offsets_fit(std::int64_t M, std::int64_t N, std::int64_t K) {
+  if (std::max({M, N, K}) >= (std::int64_t{1} << 23))
+    return "a dimension of 2^23 or more: the kernel's offsets inside a tile are 32-bit";
+  return "";
 }
 
 namespace {
@@ -63,17 +64,13 @@ const std::vector<std::string> kTritonNames = {"128x256x64/8w/3st/g8", "128x128x
                                                "256x128x64/8w/3st/g8/persistent"};
 constexpr int kClassic = 9;  // the first persistent name's index
 
-// The persistent kernel's offsets inside a tile are 32-bit: up to 255 rows (or 63 k) of the
-// longest leading dimension plus 255, which every dimension under 2^23 keeps below 2^31.
-bool persistent_fits(const klab::Problem& p) {
-  const Shape s = shape_of(p);
-  return std::max({s.M, s.N, s.K}) < (1 << 23);
-}
-
+// The persistent configurations where their 32-bit offsets hold (matmul_kernel's are 64-bit).
 std::vector<std::string> triton_candidates(const klab::Problem& p) {
+  const Shape s = shape_of(p);
+  const bool persistent_fits = triton_offsets_fit(s.M, s.N, s.K).empty();
   std::vector<std::string> names;
   for (const auto& n : kTritonNames)
-    if (n.find("/persistent") == std::string::npos || persistent_fits(p)) names.push_back(n);
+    if (n.find("/persistent") == std::string::npos || persistent_fits) names.push_back(n);
   return triton_tiles_that_fit(names);
 }
 

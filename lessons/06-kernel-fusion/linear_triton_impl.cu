@@ -116,9 +116,8 @@ void run_triton(const klab::Launch& l) {
 
 std::string supports_triton(const klab::Problem& p) {
   if (p.dtype != klab::DType::bf16) return "bf16 only (the Triton track of this lesson)";
-  // The kernel's offsets inside a tile are 32-bit: 255 rows of a K-long row plus 255.
-  if (std::max({p.shape[0], p.shape[1], p.shape[2]}) >= (std::int64_t{1} << 23))
-    return "a dimension of 2^23 or more: the kernel's offsets inside a tile are 32-bit";
+  // The kernel's offsets inside a tile are 32-bit, as lesson 05's persistent kernel's.
+  if (std::string why = lesson05::triton_offsets_fit(p.shape[0], p.shape[1], p.shape[2]); !why.empty()) return why;
   return klab::triton_supported();
 }
 

@@ -14,11 +14,10 @@
 
 #include <algorithm>
 #include <cstdint>
-#include <cstdio>
-#include <limits>
 #include <string>
 #include <vector>
 
+#include "../05-matmul/matmul.cuh"
 #include "klab/autotune.hpp"
 #include "klab/device.hpp"
 #include "klab/error.hpp"
@@ -38,17 +37,9 @@ const std::vector<std::string> kSwigluTritonNames = {"128x128x64/8w/3st/g8", "12
                                                      "64x128x64/4w/4st/g8"};
 
 // Those whose stages fit the device's shared memory: a stage is x's (BM, BK) tile and the
-// two (BK, BN) tiles of w, (BM + 2 BN) x BK bf16. Without a GPU, all.
+// two (BK, BN) tiles of w. Without a GPU, all.
 std::vector<std::string> triton_candidates(const klab::Problem&) {
-  const std::size_t limit = klab::device_info().smem_per_block_optin;
-  std::vector<std::string> out;
-  for (const auto& name : kSwigluTritonNames) {
-    int bm = 0, bn = 0, bk = 0, warps = 0, stages = 0;
-    KLAB_REQUIRE(std::sscanf(name.c_str(), "%dx%dx%d/%dw/%dst", &bm, &bn, &bk, &warps, &stages) == 5,
-                 "triton linear_swiglu: malformed configuration name " + name);
-    if (limit == 0 || static_cast<std::size_t>(stages) * (bm + 2 * bn) * bk * 2 <= limit) out.push_back(name);
-  }
-  return out;
+  return lesson05::triton_tiles_that_fit(kSwigluTritonNames, /*b_tiles=*/2);
 }
 
 void run_triton(const klab::Launch& l) {
@@ -87,10 +78,8 @@ void run_triton(const klab::Launch& l) {
 
 std::string supports_triton(const klab::Problem& p) {
   if (p.dtype != klab::DType::bf16) return "bf16 only (the Triton track of this lesson)";
-  // The kernel's offsets inside a tile are 32-bit: 2 x 128 rows of w, 127 rows of x, each
-  // K long, plus 63.
-  if (std::max({p.shape[0], p.shape[1], p.shape[2]}) >= (std::int64_t{1} << 23))
-    return "a dimension of 2^23 or more: the kernel's offsets inside a tile are 32-bit";
+  // The kernel's offsets inside a tile are 32-bit, as lesson 05's persistent kernel's.
+  if (std::string why = lesson05::triton_offsets_fit(p.shape[0], p.shape[1], p.shape[2]); !why.empty()) return why;
   return klab::triton_supported();
 }
 
