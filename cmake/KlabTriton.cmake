@@ -45,16 +45,11 @@ function(klab_triton_aot target py)
   if(ARGC GREATER 2)
     set(dir ${ARGV2})
   endif()
-  # A lesson's Triton file may import @triton.jit helpers from its siblings (the AOT tool puts
-  # its folder on the path): each depends on every *_triton.py beside it but the learner's
-  # exercise, whose every edit would otherwise recompile the lesson's own kernels.
-  get_filename_component(folder ${py} DIRECTORY)
-  file(GLOB siblings ${folder}/*_triton.py)
-  list(FILTER siblings EXCLUDE REGEX "/exercise_triton\\.py$")
+  # Shared @triton.jit helpers come from klab/triton/klab_tl.py (on the AOT tool's import path).
   add_custom_command(
     OUTPUT ${dir}/${stem}.c ${dir}/${stem}.h
     COMMAND ${KLAB_PYTHON} ${CMAKE_SOURCE_DIR}/tools/triton_aot.py ${py} --out-dir ${dir}
-    DEPENDS ${py} ${siblings} ${CMAKE_SOURCE_DIR}/tools/triton_aot.py ${CMAKE_SOURCE_DIR}/klab/triton/klab_tl.py
+    DEPENDS ${py} ${CMAKE_SOURCE_DIR}/tools/triton_aot.py ${CMAKE_SOURCE_DIR}/klab/triton/klab_tl.py
     COMMENT "Triton AOT: ${stem}.py -> ${stem}.c"
     VERBATIM)
   target_sources(${target} PRIVATE ${dir}/${stem}.c)
