@@ -26,6 +26,7 @@ and of every row: registers > 0, SASS instructions > 0, at least one resident bl
 Exit 0 with a summary, 1 with a line per failed assertion.
 """
 import json
+import re
 import subprocess
 import sys
 import tempfile
@@ -37,7 +38,7 @@ impls = ("v1_naive,v4_tile64_ilp,v2_smem_private,v7_prefetch,v8_push_exchange,v9
          "v2_smem_tile,v3_smem_padded,v1_vec_last_block,v3_online,v5_cluster,v6_vectorized,v8_autotuned,"
          "v10_mma_sync,v11_mma_pipelined,v12_splitk,v14_wgmma_tma,v15_warp_specialized,v16_persistent,"
          "v17_splitk_wgmma,v18_cluster_multicast,v19_tma_store,v1_matmul_then_bias_act,v2_fused_epilogue,"
-         "v1_matmul_then_dgelu_bgrad,v1_matmul_then_swiglu")
+         "v1_matmul_then_dgelu_bgrad,v1_matmul_then_swiglu,v21_pingpong")
 with tempfile.NamedTemporaryFile(suffix=".json") as f:
     r = subprocess.run([klab, "inspect", "01", "02", "03", "04", "05", "06", "--impl", impls, "--arch", "90",
                         "--json", f.name], capture_output=True, text=True)
@@ -92,12 +93,12 @@ for lesson, impl, kernel in (("02", "v2_smem_tile", "transpose_smem"), ("03", "v
     check(any(x["kernel"].startswith(kernel) for x in of(lesson, impl)), f"{lesson} {impl}: its declared {kernel} not shown")
 configs = {}
 for impl in ("v14_wgmma_tma", "v15_warp_specialized", "v16_persistent", "v17_splitk_wgmma", "v18_cluster_multicast",
-             "v19_tma_store"):
+             "v19_tma_store", "v21_pingpong"):
     wg = [x for x in of("05", impl) if x["kernel"].startswith("matmul_wgmma")]
     check(len(wg) > 0, f"05 {impl}: its declared matmul_wgmma not shown")
     # Each shows only its own configuration (Impl::kernels "matmul_wgmma@WgCfg<...>"): one
     # instance per layout, bf16 out (v17: its fp32-partial instances too).
-    cfgs = {x["kernel"].split("WgCfg")[1].split(">")[0] for x in wg if "WgCfg" in x["kernel"]}
+    cfgs = {m.group(1) for m in (re.search(r"(Wg\w*Cfg<[^>]*>)", x["kernel"]) for x in wg) if m}
     names = {x["kernel"] for x in wg}  # (v16, v18, v19 show them under matmul_batched too)
     check(len(cfgs) == 1 and len(names) == (6 if impl == "v17_splitk_wgmma" else 3),
           f"05 {impl}: {len(names)} matmul_wgmma instances of {len(cfgs)} configurations")
@@ -106,7 +107,8 @@ for impl in ("v14_wgmma_tma", "v15_warp_specialized", "v16_persistent", "v17_spl
         check(x["mix"]["HGMMA"] > 0 and x["mix"]["TMA"] > 0, f"05 {impl} {x['kernel']}: no HGMMA or no TMA")
         check(x["mix"]["HMMA"] == 0 and x["mix"]["LDGSTS"] == 0, f"05 {impl} {x['kernel']}: mma.sync or cp.async")
         check(x["local"] == 0 and x["stack"] == 0, f"05 {impl} {x['kernel']}: spills ({x['local']} B local)")
-check(len({c for cs in configs.values() for c in cs}) == len(configs), "05 v14..v19: two versions share a configuration")
+check(len({c for cs in configs.values() for c in cs}) == len(configs), "05 v14..v21: two versions share a configuration")
+check(all("WgPingPongCfg" in c for c in configs["v21_pingpong"]), "05 v21_pingpong: not the ping-pong configuration")
 for x in of("05", "v1_naive"):
     check(x["mix"]["HMMA"] == 0, f"05 v1_naive {x['kernel']}: HMMA")
 # Lesson 06's matmuls: the forward's and SwiGLU's in the nt layout (true, true), the

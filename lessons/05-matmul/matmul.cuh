@@ -227,6 +227,8 @@ void run_v16_persistent(const klab::Launch& l);              // matmul_hopper.cu
 void run_v18_cluster_multicast(const klab::Launch& l);
 void run_v19_tma_store(const klab::Launch& l);
 void run_v19_tma_store_4st(const klab::Launch& l);        // v19 with 4 stages, C in two rounds
+void run_v21_pingpong(const klab::Launch& l);
+void run_v21_pingpong_cluster4(const klab::Launch& l);  // v21 in clusters of four
 void run_v17_splitk_wgmma(const klab::Launch& l);            // matmul_splitk.cu
 std::size_t workspace_v17_splitk_wgmma(const klab::Problem& p);
 

@@ -5,7 +5,7 @@
 //                   every shape and layout, on sm_80 too) and, on Hopper where TMA can
 //                   describe the operands (row pitches multiples of 8), v16_persistent,
 //                   v18_cluster_multicast, v19_tma_store (and v19 with four stages, its C tile
-//                   staged in two rounds of 128 columns) and v17_splitk_wgmma — split-K for the outputs too
+//                   staged in two rounds of 128 columns), v21_pingpong and v17_splitk_wgmma — split-K for the outputs too
 //                   small to fill the GPU. So it takes any M, N, K and any of nn/tn/nt, and
 //                   on the shapes the Hopper kernels serve it picks among them.
 //
@@ -32,6 +32,8 @@ const HopperCandidate kHopper[] = {{"v16_persistent", run_v16_persistent},
                                    {"v18_cluster_multicast", run_v18_cluster_multicast},
                                    {"v19_tma_store", run_v19_tma_store},
                                    {"v19_tma_store/4st/c2rounds", run_v19_tma_store_4st},
+                                   {"v21_pingpong", run_v21_pingpong},
+                                   {"v21_pingpong/cluster4", run_v21_pingpong_cluster4},
                                    {"v17_splitk_wgmma", run_v17_splitk_wgmma}};
 
 bool hopper_ok(const klab::Problem& p) { return supports_wgmma(p).empty(); }

@@ -29,6 +29,14 @@
 //                        warpgroup stores it with TMA in whole lines, clipped at M and N;
 //                        the C tile takes the room of the fourth stage. Where C's pitch is
 //                        not a multiple of 8 it stores from registers as v18 does.
+//   v21_pingpong         the two MMA warpgroups no longer share a 128x256 tile: each takes
+//                        whole 64x256 tiles, the block's tiles in turn, and a named-barrier
+//                        hand-off gives the tensor cores to one at a time. While one runs its
+//                        main loop, the other applies its epilogue and stores its tile, so the
+//                        tensor cores stay busy through every epilogue after the first. The
+//                        price: a 64-row tile reads each B byte from L2 for half as many
+//                        outputs (clusters of two in M, multicast, win half of it back), and
+//                        each warpgroup's C staging area is its own (four stages).
 //
 // The shapes TMA can describe (klab/device/tma.cuh): every row pitch a multiple of 8 bf16.
 // Within those, any M, N, K: the copy engine zero-fills the parts of a box outside the
@@ -40,7 +48,7 @@
 // The TMA, mbarrier and wgmma wrappers are klab/device/{tma,mbarrier,wgmma}.cuh. They need
 // sm_90a: below it this kernel compiles to nothing and supports() says so.
 //
-//   klab test 05 --op matmul,matmul_batched --impl v14_wgmma_tma,v15_warp_specialized,v16_persistent,v18_cluster_multicast
+//   klab test 05 --op matmul,matmul_batched --impl v14_wgmma_tma,v15_warp_specialized,v16_persistent,v18_cluster_multicast,v21_pingpong
 //   klab bench 05 --op matmul --dtype bf16 --impl v16_persistent,cublas --shape 4096x4096x4096
 #include <cuda_runtime.h>
 
@@ -83,6 +91,8 @@ void run_v16_persistent(const klab::Launch& l) { run_wgmma_config<CfgV16>(l); }
 void run_v18_cluster_multicast(const klab::Launch& l) { run_wgmma_config<CfgV18>(l); }
 void run_v19_tma_store(const klab::Launch& l) { run_wgmma_config<CfgV19>(l); }
 void run_v19_tma_store_4st(const klab::Launch& l) { run_wgmma_config<CfgV19Half>(l); }
+void run_v21_pingpong(const klab::Launch& l) { run_wgmma_config<CfgV21>(l); }
+void run_v21_pingpong_cluster4(const klab::Launch& l) { run_wgmma_config<CfgV21Cluster4>(l); }
 
 // The kernels of v17_splitk_wgmma's slices, for its Impl::kernels (matmul_splitk.cu).
 std::string wgmma_splitk_kernel() { return wgmma_kernel<CfgV17>(); }
@@ -126,6 +136,14 @@ KLAB_REGISTER(klab::register_impl({.op = "matmul_batched", .name = "v19_tma_stor
                                    .summary = "v19 with the batch as the TMA maps' third dimension",
                                    .kind = klab::ImplKind::cuda, .supports = supports_wgmma,
                                    .run = run_v19_tma_store, .kernels = {wgmma_kernel<CfgV19>()}}));
+KLAB_REGISTER(klab::register_impl({.op = "matmul", .name = "v21_pingpong",
+                                   .summary = "each MMA warpgroup a whole 64x256 tile in turn: one's epilogue under the other's MMAs",
+                                   .kind = klab::ImplKind::cuda, .supports = supports_wgmma,
+                                   .run = run_v21_pingpong, .kernels = {wgmma_kernel<CfgV21>()}}));
+KLAB_REGISTER(klab::register_impl({.op = "matmul_batched", .name = "v21_pingpong",
+                                   .summary = "v21 with the batch as the TMA maps' third dimension",
+                                   .kind = klab::ImplKind::cuda, .supports = supports_wgmma,
+                                   .run = run_v21_pingpong, .kernels = {wgmma_kernel<CfgV21>()}}));
 KLAB_REGISTER(klab::register_impl({.op = "matmul_batched", .name = "v18_cluster_multicast",
                                    .summary = "v18 with the batch as the TMA maps' third dimension",
                                    .kind = klab::ImplKind::cuda, .supports = supports_wgmma,

@@ -17,8 +17,8 @@
 //   gemv.cu                 gemv v1_thread_per_row, v2_warp_per_row, v3_multi_row
 //   exercise.cu             matmul exercise (the learner's v3_smem_tiles)
 //   matmul_hopper.cu        matmul v14_wgmma_tma, v15_warp_specialized, v16_persistent;
-//                           v18_cluster_multicast, v19_tma_store; matmul_batched v16, v18,
-//                           v19                                     bf16, TMA + wgmma (sm_90a)
+//                           v18_cluster_multicast, v19_tma_store, v21_pingpong;
+//                           matmul_batched v16, v18, v19            bf16, TMA + wgmma (sm_90a)
 //   matmul_splitk.cu        matmul v17_splitk_wgmma                 split-K on the Hopper kernel
 //   matmul_autotuned.cu     matmul v20_autotuned      the fastest bf16 version per shape
 //

@@ -79,9 +79,10 @@ using std::uint32_t;
 template <int BN_, int STAGES_, bool WS_, bool PERSISTENT_, int CLUSTER_ = 1, int C_ROUNDS_ = 0>
 struct WgCfg {
   static constexpr int BM = 128, BN = BN_, BK = 64, STAGES = STAGES_, C_ROUNDS = C_ROUNDS_;
-  static constexpr bool WS = WS_, PERSISTENT = PERSISTENT_, TMA_STORE = C_ROUNDS > 0;
+  static constexpr bool WS = WS_, PERSISTENT = PERSISTENT_, TMA_STORE = C_ROUNDS > 0, PINGPONG = false;
   static constexpr int CLUSTER = CLUSTER_;  // CTAs side by side in M sharing each B tile
   static constexpr int CONSUMERS = BM / 64;                      // MMA warpgroups
+  static constexpr int READERS = CONSUMERS;                      // MMA warpgroups reading a stage
   static constexpr int NT = (CONSUMERS + (WS ? 1 : 0)) * 128;
   static constexpr int A_BYTES = BM * BK * 2, B_BYTES = BN * BK * 2;
   static constexpr int STAGE_BYTES = A_BYTES + B_BYTES;
@@ -104,10 +105,40 @@ using CfgV19 = WgCfg<256, 3, true, true, 2, 1>;  // 3 stages: the C tile takes t
 // A v20 candidate: four stages, the C tile staged in two rounds of 128 columns.
 using CfgV19Half = WgCfg<256, 4, true, true, 2, 2>;
 
+// Ping-pong (v21): the block's tiles are 64 x BN, and its two MMA warpgroups take them in
+// turn, each a whole tile: while one runs its main loop on the tensor cores, the other applies
+// its epilogue and stores. A named-barrier hand-off orders their main loops, so the tensor
+// cores serve one warpgroup at a time and the stages are read in the order they were
+// filled. Persistent, a copy warpgroup, clusters of CLUSTER in M sharing B, the TMA store
+// (each warpgroup its own 64 x BN staging area).
+template <int BN_, int STAGES_, int CLUSTER_>
+struct WgPingPongCfg {
+  static constexpr int BM = 64, BN = BN_, BK = 64, STAGES = STAGES_, C_ROUNDS = 1;
+  static constexpr bool WS = true, PERSISTENT = true, TMA_STORE = true, PINGPONG = true;
+  static constexpr int CLUSTER = CLUSTER_;
+  static constexpr int CONSUMERS = 2, READERS = 1;
+  static constexpr int NT = (CONSUMERS + 1) * 128;
+  static constexpr int A_BYTES = BM * BK * 2, B_BYTES = BN * BK * 2;
+  static constexpr int STAGE_BYTES = A_BYTES + B_BYTES;
+  static constexpr int C_BYTES = CONSUMERS * 64 * BN * 2;
+  static constexpr int SMEM_BYTES = 1024 + STAGES * STAGE_BYTES + C_BYTES + 2 * STAGES * 8;
+  static constexpr int ACC = BN / 2;
+  static_assert(BN == 128 || BN == 256, "wgmma tiles here are 64x128 or 64x256 per warpgroup");
+  static_assert(SMEM_BYTES <= 227 * 1024, "over the 227 KB a block may have");
+  static_assert(CLUSTER == 1 || CLUSTER == 2 || CLUSTER == 4, "clusters of 1, 2 or 4");
+};
+//                           BN STAGES CLUSTER
+using CfgV21 = WgPingPongCfg<256, 4, 2>;
+// A v20 candidate: clusters of four, so B's L2 reads per output are v19's again.
+using CfgV21Cluster4 = WgPingPongCfg<256, 4, 4>;
+
 // The instances of matmul_wgmma a configuration compiles to, as Impl::kernels names them
 // (`klab inspect 05 --impl v14_wgmma_tma` then shows v14's kernels only).
 template <class Cfg>
 std::string wgmma_kernel() {
+  if constexpr (Cfg::PINGPONG)
+    return "matmul_wgmma@WgPingPongCfg<" + std::to_string(Cfg::BN) + ", " + std::to_string(Cfg::STAGES) + ", " +
+           std::to_string(Cfg::CLUSTER) + ">";
   auto b = [](bool v) { return v ? std::string("true") : std::string("false"); };
   return "matmul_wgmma@WgCfg<" + std::to_string(Cfg::BN) + ", " + std::to_string(Cfg::STAGES) + ", " + b(Cfg::WS) +
          ", " + b(Cfg::PERSISTENT) + ", " + std::to_string(Cfg::CLUSTER) + ", " + std::to_string(Cfg::C_ROUNDS) + ">";
@@ -143,6 +174,11 @@ constexpr bool epi_has_source() {
 // Register split of the warp-specialized kernels: 128 x 40 + 256 x 232 <= 64K registers.
 constexpr int kProducerRegs = 40, kConsumerRegs = 232;
 
+// Named barriers: 1 + w, one MMA warpgroup's 128 threads (the staging area, the epilogue's
+// shared memory); kTurnBarrier + w, the ping-pong hand-off to warpgroup w (256 threads). An
+// epilogue may use 3 to 5 for its own (lesson 06's bias gradient does).
+constexpr int kTurnBarrier = 6;
+
 // ======================================================================================
 // The tile a block works on
 // ======================================================================================
@@ -177,8 +213,8 @@ __device__ __forceinline__ Tile tile_at(int t, const GemmArgs& g, int units_m, i
 // ======================================================================================
 // A K-major (AK): one box of 64 k x BM rows. A M-major: BM/64 boxes of 64 m x 64 k rows,
 // 8 KB apart (the LBO of its descriptor). B likewise with N.
-// With a cluster of 2, CTA `rank` copies half of the B tile (B_BOXES / 2 boxes, or half the
-// rows of a K-major box) to both CTAs at once (multicast).
+// With a cluster of CLUSTER CTAs, CTA `rank` copies its share of the B tile (BN / CLUSTER rows
+// of a K-major box, or that many columns of 64-wide boxes) to all of them at once (multicast).
 template <class Cfg, bool AK, bool BK>
 __device__ __forceinline__ void load_stage(const CUtensorMap* tm_a, const CUtensorMap* tm_b, uint32_t s_a,
                                            uint32_t s_full, const Tile& tl, int k, int rank) {
@@ -200,13 +236,14 @@ __device__ __forceinline__ void load_stage(const CUtensorMap* tm_a, const CUtens
         klab::tma_load_3d(s_b + i * 8192, tm_b, s_full, tl.n0 + 64 * i, k, tl.batch);
     }
   } else {
-    constexpr int HALF = Cfg::BN / 2;  // B rows (K-major) or columns (N-major) this CTA copies
+    constexpr int SLICE = Cfg::BN / Cfg::CLUSTER;  // B rows (K-major) or columns (N-major) this CTA copies
     constexpr std::uint16_t ALL = (1u << Cfg::CLUSTER) - 1;
-    if constexpr (BK) {  // rows of 128 bytes: half the rows is half the bytes
-      klab::tma_load_3d_multicast(s_b + rank * HALF * 128, tm_b, s_full, k, tl.n0 + rank * HALF, tl.batch, ALL);
+    if constexpr (BK) {  // rows of 128 bytes: a share of the rows is that share of the bytes
+      klab::tma_load_3d_multicast(s_b + rank * SLICE * 128, tm_b, s_full, k, tl.n0 + rank * SLICE, tl.batch, ALL);
     } else {
+      static_assert(SLICE % 64 == 0, "an N-major B is copied in whole 64-column boxes");
 #pragma unroll
-      for (int i = rank * HALF / 64; i < (rank + 1) * HALF / 64; ++i)
+      for (int i = rank * SLICE / 64; i < (rank + 1) * SLICE / 64; ++i)
         klab::tma_load_3d_multicast(s_b + i * 8192, tm_b, s_full, tl.n0 + 64 * i, k, tl.batch, ALL);
     }
   }
@@ -267,7 +304,7 @@ __device__ __forceinline__ void store_tile_tma(const float (&r_acc)[Cfg::ACC], c
     if (leader) {
 #pragma unroll
       for (int b = 0; b < COLS / 64; ++b)
-        klab::tma_store_3d(tm_c, s_c + b * 8192, tl.n0 / OUT_DIV + round * COLS + 64 * b, tl.m0 + 64 * w, tl.z);
+        klab::tma_store_3d(tm_c, s_c + b * 8192, tl.n0 / OUT_DIV + round * COLS + 64 * b, tl.m0 + (Cfg::PINGPONG ? 0 : 64 * w), tl.z);
       klab::tma_store_commit();
     }
   }
@@ -275,7 +312,7 @@ __device__ __forceinline__ void store_tile_tma(const float (&r_acc)[Cfg::ACC], c
 
 // ======================================================================================
 // Kernel: v14 (in-line copies), v15 (a copy warpgroup), v16 (persistent), v17 (split-K),
-// v18 (clusters), v19 (the TMA-store epilogue)
+// v18 (clusters), v19 (the TMA-store epilogue), v21 (ping-pong warpgroups)
 // ======================================================================================
 template <class Cfg, bool AK, bool BK, class TC, class Epi>
 __global__ void __launch_bounds__(Cfg::NT, 1)
@@ -306,7 +343,7 @@ __global__ void __launch_bounds__(Cfg::NT, 1)
     for (int s = 0; s < STAGES; ++s) {
       klab::mbar_init(s_full + 8 * s, 1);  // the copying thread's arrive + bytes
       // One arrive per MMA warp of every CTA whose stage s this CTA's copies write.
-      klab::mbar_init(s_empty + 8 * s, CLUSTER * Cfg::CONSUMERS * 4);
+      klab::mbar_init(s_empty + 8 * s, CLUSTER * Cfg::READERS * 4);
     }
     if constexpr (SRC)
       for (int c = 0; c < Cfg::CONSUMERS; ++c) klab::mbar_init(s_src + 8 * c, 1);  // its copier's arrive + bytes
@@ -344,10 +381,11 @@ __global__ void __launch_bounds__(Cfg::NT, 1)
 
   // ---- the MMA warpgroups ----------------------------------------------------------------
   if constexpr (Cfg::WS) klab::setmaxnreg_inc<kConsumerRegs>();
-  const int w = Cfg::WS ? wg - 1 : wg;  // which 64 rows of the block tile
+  const int w = Cfg::WS ? wg - 1 : wg;        // which MMA warpgroup
+  const int wm = Cfg::PINGPONG ? 0 : w;      // which 64 rows of the block tile it computes
   // Descriptor strides (wgmma.cuh): K-major: SBO 1024, k-step +32 bytes; M/N-major: SBO
   // 1024, LBO 8 KB (next 64-wide box), k-step +2048 bytes.
-  const uint32_t a_off = AK ? w * 64 * 128 : w * 8192;
+  const uint32_t a_off = AK ? wm * 64 * 128 : wm * 8192;
   // A stage is free when the MMA warps of every CTA that its copies fed are done with it.
   auto release = [&](uint32_t s_bar) {
     if constexpr (CLUSTER == 1) klab::mbar_arrive(s_bar);
@@ -358,8 +396,15 @@ __global__ void __launch_bounds__(Cfg::NT, 1)
   int j = 0, src_tiles = 0;
   const uint32_t s_cw = s_ctile + w * (Cfg::C_BYTES / Cfg::CONSUMERS);  // this warpgroup's staging area
   const uint32_t s_epi = s_epi_all + w * EPI_SMEM;
-  for (int t = first; t < units_total; t += stride) {
+  int i = 0;  // the block's tiles in order (ping-pong: warpgroup w takes those with i % 2 == w)
+  for (int t = first; t < units_total; t += stride, ++i) {
     const Tile tl = tile_at<Cfg>(t, g, units_m, tiles_n, rank);
+    if constexpr (Cfg::PINGPONG) {
+      if (i % 2 != w) {  // the other warpgroup's tile: its stages come next in the ring
+        j += tl.k_tiles;
+        continue;
+      }
+    }
     if constexpr (EPI_SMEM > 0) {  // the last tile's apply() has read its staging area
       klab::named_barrier_sync(1 + w, 128);
       epi.load_tile(s_raw + (s_epi - klab::smem_u32(s_raw)), tl.n0, threadIdx.x % 128);
@@ -369,7 +414,12 @@ __global__ void __launch_bounds__(Cfg::NT, 1)
       for (int kt = 0; kt < min(STAGES, tl.k_tiles); ++kt) produce(kt, tl, kt);
     if constexpr (!Cfg::WS) __syncwarp();
 #pragma unroll
-    for (int i = 0; i < Cfg::ACC; ++i) r_acc[i] = 0.f;
+    for (int a = 0; a < Cfg::ACC; ++a) r_acc[a] = 0.f;
+    // Ping-pong: wait for the turn (the other warpgroup has issued its last tile's MMAs and
+    // waited on every stage before ours). Besides ordering the tensor cores, this keeps each
+    // full barrier's wait at most one phase ahead of the barrier, which its parity needs.
+    if constexpr (Cfg::PINGPONG)
+      if (i > 0) klab::named_barrier_sync(kTurnBarrier + w, 256);
 
     for (int kt = 0; kt < tl.k_tiles; ++kt, ++j) {
       const int s = j % STAGES;
@@ -389,7 +439,7 @@ __global__ void __launch_bounds__(Cfg::NT, 1)
           klab::mbar_arrive_expect_tx(s_src + 8 * w, 64 * BN * 2);
 #pragma unroll
           for (int b = 0; b < BN / 64; ++b)
-            klab::tma_load_3d(s_cw + b * 8192, &tm_src, s_src + 8 * w, tl.n0 + 64 * b, tl.m0 + 64 * w, tl.z);
+            klab::tma_load_3d(s_cw + b * 8192, &tm_src, s_src + 8 * w, tl.n0 + 64 * b, tl.m0 + 64 * wm, tl.z);
         }
         __syncwarp();
       }
@@ -401,11 +451,15 @@ __global__ void __launch_bounds__(Cfg::NT, 1)
         if constexpr (!Cfg::WS) __syncwarp();  // warp 0 reconverges before the next wgmma (.aligned)
       }
     }
+    // Ping-pong: hand the turn to the other warpgroup if the block has a next tile (it syncs
+    // on kTurnBarrier + its index before that tile; an arrive nobody waits for is never made).
+    if constexpr (Cfg::PINGPONG)
+      if (t + stride < units_total) klab::named_barrier_arrive(kTurnBarrier + (1 - w), 256);
     klab::wgmma_wait<0>();
     klab::wgmma_fence_acc(r_acc);
     if (tl.k_tiles > 0 && lane == 0) release(s_empty + 8 * ((j - 1) % STAGES));
     // The fused epilogue (an epilogue type of another lesson), on the fp32 accumulators.
-    const int e_row = tl.m0 + w * 64 + warp_in_wg * 16 + lane / 4, e_col = tl.n0 + 2 * (lane % 4);
+    const int e_row = tl.m0 + wm * 64 + warp_in_wg * 16 + lane / 4, e_col = tl.n0 + 2 * (lane % 4);
     if constexpr (SRC) {
       if constexpr (EPI_SMEM > 0) klab::cp_async_wait<0>();
       klab::mbar_wait(s_src + 8 * w, src_tiles++ & 1);  // the source block has landed
@@ -430,7 +484,7 @@ __global__ void __launch_bounds__(Cfg::NT, 1)
     // (A halved output always goes by TMA: the launcher requires it.)
     if constexpr (OUT_DIV == 1) {
       TC* g_c = static_cast<TC*>(g.C) + static_cast<int64_t>(tl.z) * g.sC;
-      const int row = tl.m0 + w * 64 + warp_in_wg * 16 + lane / 4;
+      const int row = tl.m0 + wm * 64 + warp_in_wg * 16 + lane / 4;
       const int col = tl.n0 + 2 * (lane % 4);
 #pragma unroll
       for (int h = 0; h < 2; ++h) {

@@ -112,6 +112,11 @@ __device__ __forceinline__ void cluster_sync() {
 __device__ __forceinline__ void named_barrier_sync(std::uint32_t id, std::uint32_t threads) {
   asm volatile("bar.sync %0, %1;\n" ::"r"(id), "r"(threads) : "memory");
 }
+// Counts this warp's threads toward barrier `id` without waiting: the other side of a
+// named_barrier_sync, for a hand-off in one direction (one warpgroup signals, another waits).
+__device__ __forceinline__ void named_barrier_arrive(std::uint32_t id, std::uint32_t threads) {
+  asm volatile("bar.arrive %0, %1;\n" ::"r"(id), "r"(threads) : "memory");
+}
 
 // Blocks until the phase with this parity has completed. try_wait suspends the thread for
 // a hardware-chosen time before returning false, so the loop does not spin hot.
