@@ -17,7 +17,10 @@
 // load_tile runs on each thread t (0..127) of an MMA warpgroup as the tile starts and may
 // issue cp.async copies (or plain shared stores) into its kSmemBytes at s_epi (a bias row,
 // say); they land while the main loop runs, and apply() reads them after a warpgroup barrier. The copies never hold a
-// register through the main loop, and apply() never waits on global memory.
+// register through the main loop, and apply() never waits on global memory. An epilogue
+// that needs per-row values too (lesson 08's layernorm statistics) declares
+// `static constexpr bool kTileRows = true`; its load_tile then takes the first row of the
+// warpgroup's 64 as well: load_tile(s_epi, m0, n0, t).
 //
 // An epilogue may also read a source tile: a bf16 matrix of C's shape and row pitch (lesson
 // 06's GELU backward reads the forward's pre-activation), declared by
@@ -162,6 +165,13 @@ template <class Epi>
 constexpr int epi_out_div() {
   if constexpr (requires { Epi::kOutDiv; }) return Epi::kOutDiv;
   else return 1;
+}
+
+// Whether an epilogue's load_tile takes the warpgroup's first row (kTileRows).
+template <class Epi>
+constexpr bool epi_tile_rows() {
+  if constexpr (requires { Epi::kTileRows; }) return Epi::kTileRows;
+  else return false;
 }
 
 // Whether an epilogue reads a source tile (kSourceTile).
@@ -407,7 +417,9 @@ __global__ void __launch_bounds__(Cfg::NT, 1)
     }
     if constexpr (EPI_SMEM > 0) {  // the last tile's apply() has read its staging area
       klab::named_barrier_sync(1 + w, 128);
-      epi.load_tile(s_raw + (s_epi - klab::smem_u32(s_raw)), tl.n0, threadIdx.x % 128);
+      unsigned char* s_epi_ptr = s_raw + (s_epi - klab::smem_u32(s_raw));
+      if constexpr (epi_tile_rows<Epi>()) epi.load_tile(s_epi_ptr, tl.m0 + 64 * wm, tl.n0, threadIdx.x % 128);
+      else epi.load_tile(s_epi_ptr, tl.n0, threadIdx.x % 128);
       klab::cp_async_commit();
     }
     if (!Cfg::WS && threadIdx.x == 0)

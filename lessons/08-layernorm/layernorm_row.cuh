@@ -29,7 +29,9 @@ __device__ __forceinline__ int row_col(int k, int vec) {
 // Block `row` of the grid; row `row` of g_y; g_mean and g_rstd at [row] (RMS: rmsnorm, no
 // mean, mean(x^2) in place of the variance, no beta; g_mean and g_beta unused). GELU: y
 // passes through GELU (klab/device/activation.cuh) before its store (op layernorm_gelu).
-template <class T, int VEC, int NV, bool RMS, bool GELU = false>
+// Y = false: the statistics only, no y (g_gamma, g_beta and g_y unused; op layernorm_linear,
+// whose matmul applies them).
+template <class T, int VEC, int NV, bool RMS, bool GELU = false, bool Y = true>
 __device__ __forceinline__ void normalize_row_registers(const float (&r_x)[NV][VEC], float s,
                                                         const T* __restrict__ g_gamma, const T* __restrict__ g_beta,
                                                         T* __restrict__ g_y, float* __restrict__ g_mean,
@@ -52,6 +54,7 @@ __device__ __forceinline__ void normalize_row_registers(const float (&r_x)[NV][V
     if constexpr (!RMS) g_mean[row] = mean;
     g_rstd[row] = rstd;
   }
+  if constexpr (!Y) return;
   T* y = g_y + row * cols;
 #pragma unroll
   for (int k = 0; k < NV; ++k) {
@@ -72,7 +75,7 @@ __device__ __forceinline__ void normalize_row_registers(const float (&r_x)[NV][V
 
 // The body of layernorm's v2, rmsnorm's v1 and layernorm_gelu's v2: the row loaded into registers (layernorm_row.cuh's
 // layout, 16-byte vectors where VEC > 1), then normalized there.
-template <class T, int VEC, int NV, bool RMS, bool GELU = false>
+template <class T, int VEC, int NV, bool RMS, bool GELU = false, bool Y = true>
 __device__ __forceinline__ void norm_row_in_registers(const T* __restrict__ g_x, const T* __restrict__ g_gamma,
                                                       const T* __restrict__ g_beta, T* __restrict__ g_y,
                                                       float* __restrict__ g_mean, float* __restrict__ g_rstd,
@@ -93,7 +96,7 @@ __device__ __forceinline__ void norm_row_in_registers(const T* __restrict__ g_x,
       s += r_x[k][i];
     }
   }
-  normalize_row_registers<T, VEC, NV, RMS, GELU>(r_x, s, g_gamma, g_beta, g_y, g_mean, g_rstd, cols);
+  normalize_row_registers<T, VEC, NV, RMS, GELU, Y>(r_x, s, g_gamma, g_beta, g_y, g_mean, g_rstd, cols);
 }
 
 // Calls go.template operator()<NV>() with the plan's NV as a constant (NV * VEC <= 32).
