@@ -6,7 +6,8 @@
 //                     thread through a ring of three shared-memory stages filled by cp.async:
 //                     while a group works on row i, the copies of rows i + 1 and i + 2 are in
 //                     flight, and no register holds them. Rows of whole 16-byte vectors, up
-//                     to 8192 elements; one partial a block, added by the same second kernel.
+//                     to 8192 elements (rmsnorm's bf16: 16,384, pass 2 reading the row from
+//                     the ring again); one partial a block, added by the same second kernel.
 //   v2_cp_async_ring  (op rmsnorm_backward) v4 without the mean, c1 and dbeta.
 //
 // Why: v2 is bound by registers. A 1024-thread block may use 64 registers a thread, and v2's
@@ -29,6 +30,14 @@
 //       xhat and g kept in registers
 //     the group's sums (shuffles, named barrier, shuffles)
 //     pass 2 from registers: dx
+//
+// Past 8 columns a thread (rmsnorm's bf16 rows of 16,384: 16 a thread at 1024 threads) xhat
+// and g do not stay in registers: pass 2 reads x and dy from the ring again (the stage is not
+// refilled before the next row) and recomputes them, and gamma is read where it is used (16
+// bytes a vector, from L1) instead of kept. The ring then takes 192 KB (three stages of two
+// 32 KB rows); 64 registers, no stack (klab inspect). Layernorm's instance of the same, with
+// dbeta's 16 more running sums, kept 72 bytes of stack a thread and ran at 56.6% of copy at
+// 4096 x 16384, behind v3's 75.0% (H100, 2026-11-26): it is not compiled.
 //
 //   klab test 08 --op layernorm_backward --impl v4_cp_async_ring
 //   klab bench 08 --op layernorm_backward --impl v2_fused_partials,v4_cp_async_ring
@@ -54,7 +63,14 @@ namespace {
 using i64 = std::int64_t;
 
 constexpr int kStages = 3;              // this row and two ahead
-constexpr int kRingMaxCols = 1024 * 8;  // 8 elements a thread at 1024 threads
+// Elements a thread: 8 keeping xhat and g in registers; 16 (rmsnorm's bf16) recomputing them.
+constexpr int kKeepMaxPerThread = 8, kRingMaxPerThread = 16;
+// The widest row: 1024 threads of 8 elements (the ring: 96 KB in fp32), and for rmsnorm's
+// bf16 16 (192 KB). layernorm's bf16 instance of 16 a thread was measured slower than v3
+// (the README's v2_cp_async_ring section) and is not compiled.
+constexpr int ring_max_cols(int vec, bool rms) {
+  return 1024 * (vec == 8 && rms ? kRingMaxPerThread : kKeepMaxPerThread);
+}
 
 // Grid: persistent blocks (ln_bwd_fused_blocks) of `groups` row groups of tpr threads; the
 // rows are shared out as in v2. NV vectors of VEC = 16 / sizeof(T) elements a thread.
@@ -68,7 +84,8 @@ __device__ __forceinline__ void ln_bwd_ring_rows(const T* __restrict__ g_x, cons
                                                  float* __restrict__ part_dg, float* __restrict__ part_db, i64 rows,
                                                  int cols, int tpr) {
   constexpr int VEC = klab::kVec16<T>;
-  static_assert(NV * VEC <= 8, "at most 8 columns a thread: gamma, xhat, g, dgamma and dbeta in registers");
+  static_assert(NV * VEC <= kRingMaxPerThread, "at most 16 columns a thread: gamma, dgamma and dbeta in registers");
+  constexpr bool KEEP = NV * VEC <= kKeepMaxPerThread;  // xhat and g kept for pass 2
   using V = klab::Vec<T, VEC>;
   static_assert(sizeof(V) == 16, "one cp.async moves one 16-byte vector");
   extern __shared__ uint4 s_ring[];
@@ -80,18 +97,28 @@ __device__ __forceinline__ void ln_bwd_ring_rows(const T* __restrict__ g_x, cons
   // 16-byte slots (no bank conflicts), and no slot read by another thread.
   const auto slot = [&](int s, int tensor, int k) { return &s_ring[(((s * groups + q) * 2 + tensor) * NV + k) * tpr + t]; };
 
-  float r_gamma[NV][VEC];                           // gamma in fp32, converted once
+  // KEEP: gamma in fp32 registers, converted once. Otherwise its 16 registers are the ones
+  // that do not fit: each pass reads the thread's gamma vectors again (16 bytes each, L1).
+  float r_gamma[KEEP ? NV : 1][VEC];
   float r_dg[NV][VEC], r_db[NV][VEC];               // this thread's columns' running sums
-#pragma unroll
-  for (int k = 0; k < NV; ++k) {
+  const auto gamma_vec = [&](int k) {
     V gv{};
     if (col(k) < cols) gv = *reinterpret_cast<const V*>(g_gamma + col(k));
+    return gv;
+  };
+#pragma unroll
+  for (int k = 0; k < NV; ++k) {
+    const V gv = gamma_vec(k);
 #pragma unroll
     for (int i = 0; i < VEC; ++i) {
-      r_gamma[k][i] = col(k) < cols ? klab::to_f32(gv.v[i]) : 0.f;
+      if constexpr (KEEP) r_gamma[k][i] = col(k) < cols ? klab::to_f32(gv.v[i]) : 0.f;
       r_dg[k][i] = r_db[k][i] = 0.f;
     }
   }
+  const auto gamma_at = [&](int k, int i, const V& gv) {
+    if constexpr (KEEP) return r_gamma[k][i];
+    else return col(k) < cols ? klab::to_f32(gv.v[i]) : 0.f;
+  };
 
   const i64 stride = static_cast<i64>(gridDim.x) * groups;
   const i64 first = static_cast<i64>(blockIdx.x) * groups;
@@ -135,13 +162,24 @@ __device__ __forceinline__ void ln_bwd_ring_rows(const T* __restrict__ g_x, cons
         const bool in = ALL_IN || (active && col(k) < cols);
         const V xv = *reinterpret_cast<const V*>(slot(cur, 0, k));   // not used unless `in`
         const V dv = *reinterpret_cast<const V*>(slot(cur, 1, k));
+        float gk[VEC];                              // gamma of these columns, fp32
+        if constexpr (KEEP) {
+#pragma unroll
+          for (int i = 0; i < VEC; ++i) gk[i] = r_gamma[k][i];
+        } else {
+          const V gv = gamma_vec(k);
+#pragma unroll
+          for (int i = 0; i < VEC; ++i) gk[i] = gamma_at(k, i, gv);
+        }
 #pragma unroll
         for (int i = 0; i < VEC; ++i) {
           const float d = in ? klab::to_f32(dv.v[i]) : 0.f;
           const float xh = in ? (klab::to_f32(xv.v[i]) - mean) * rstd : 0.f;
-          const float g = d * r_gamma[k][i];        // 0 where !in: d is 0, gamma 0
-          r_xh[k][i] = xh;
-          r_g[k][i] = g;
+          const float g = d * gk[i];                // 0 where !in: d is 0, gamma 0
+          if constexpr (KEEP) {
+            r_xh[k][i] = xh;
+            r_g[k][i] = g;
+          }
           s1 += g;
           s2 += g * xh;
           r_dg[k][i] += d * xh;
@@ -161,14 +199,27 @@ __device__ __forceinline__ void ln_bwd_ring_rows(const T* __restrict__ g_x, cons
     const float2 pair = lane < wpg ? s_part[parity][q * wpg + lane] : make_float2(0.f, 0.f);
     const float c1 = RMS ? 0.f : klab::warp_sum(pair.x) / static_cast<float>(cols);
     const float c2 = klab::warp_sum(pair.y) / static_cast<float>(cols);
-    // Pass 2, from registers: dx = rstd (g - c1 - xhat c2) = rstd g + (-rstd c2) xhat - rstd c1.
+    // Pass 2, from registers (or, !KEEP, from the ring again): dx = rstd (g - c1 - xhat c2)
+    // = rstd g + (-rstd c2) xhat - rstd c1.
     const float b = -rstd * c1, c = -rstd * c2;
 #pragma unroll
     for (int k = 0; k < NV; ++k) {
       if (!active || col(k) >= cols) continue;
       V out;
+      if constexpr (KEEP) {
 #pragma unroll
-      for (int i = 0; i < VEC; ++i) out.v[i] = klab::from_f32<T>(fmaf(rstd, r_g[k][i], fmaf(c, r_xh[k][i], b)));
+        for (int i = 0; i < VEC; ++i) out.v[i] = klab::from_f32<T>(fmaf(rstd, r_g[k][i], fmaf(c, r_xh[k][i], b)));
+      } else {
+        const V xv = *reinterpret_cast<const V*>(slot(cur, 0, k));
+        const V dv = *reinterpret_cast<const V*>(slot(cur, 1, k));
+        const V gv = gamma_vec(k);
+#pragma unroll
+        for (int i = 0; i < VEC; ++i) {
+          const float xh = (klab::to_f32(xv.v[i]) - mean) * rstd;
+          const float g = klab::to_f32(dv.v[i]) * gamma_at(k, i, gv);
+          out.v[i] = klab::from_f32<T>(fmaf(rstd, g, fmaf(c, xh, b)));
+        }
+      }
       *reinterpret_cast<V*>(g_dx + row * cols + col(k)) = out;
     }
     cur = cur + 1 == kStages ? 0 : cur + 1;
@@ -221,11 +272,11 @@ struct RingPlan {
   int tpr = 0, nv = 0, groups = 0;
   std::size_t smem = 0;
 };
-// The fewest vectors a thread (NV * VEC <= 8) that keep a row group within 1024 threads,
-// and as many groups as fit in 1024 threads (at most 15: named barriers 1..15), if the
-// ring fits the block's shared memory (192 KB at most: fp32 rows of 8192).
-RingPlan plan_ring(i64 cols, int vec, std::size_t smem_limit) {
-  for (int nv = 1; nv * vec <= 8; nv *= 2) {
+// The fewest vectors a thread (NV * VEC <= 8, bf16 16) that keep a row group within 1024
+// threads, and as many groups as fit in 1024 threads (at most 15: named barriers 1..15), if
+// the ring fits the block's shared memory (192 KB at most: fp32 rows of 8192, bf16 of 16,384).
+RingPlan plan_ring(i64 cols, int vec, bool rms, std::size_t smem_limit) {
+  for (int nv = 1; nv * vec * 1024 <= ring_max_cols(vec, rms); nv *= 2) {
     const i64 tpr = klab::ceil_div<i64>(klab::ceil_div<i64>(cols, static_cast<i64>(vec) * nv), 32) * 32;
     if (tpr > 1024) continue;
     const int groups = static_cast<int>(std::min<i64>(15, 1024 / tpr));
@@ -249,11 +300,13 @@ void run_ring(const klab::Launch& l) {
     constexpr int VEC = klab::kVec16<T>;
     KLAB_REQUIRE(klab::aligned16(a.x) && klab::aligned16(a.dy) && klab::aligned16(a.gamma) && klab::aligned16(a.dx),
                  "cp_async_ring: tensors must be 16-byte aligned");
-    const RingPlan pl = plan_ring(cols, VEC, klab::device_info().smem_per_block_optin);
+    const RingPlan pl = plan_ring(cols, VEC, RMS, klab::device_info().smem_per_block_optin);
     KLAB_REQUIRE(pl.nv > 0, "cp_async_ring: row too long (supports() should have said so)");
     const auto go = [&]<int NV>() {
-      const void* fn = RMS ? reinterpret_cast<const void*>(rmsnorm_bwd_v2_cp_async_ring<T, NV>)
-                           : reinterpret_cast<const void*>(layernorm_bwd_v4_cp_async_ring<T, NV>);
+      // Each op's own instance only (rmsnorm's bf16 NV = 2 has no layernorm twin).
+      const void* fn;
+      if constexpr (RMS) fn = reinterpret_cast<const void*>(rmsnorm_bwd_v2_cp_async_ring<T, NV>);
+      else fn = reinterpret_cast<const void*>(layernorm_bwd_v4_cp_async_ring<T, NV>);
       static const bool opted_in = [&] {            // once an instantiation: the most any width needs
         KLAB_CHECK_CUDA(cudaFuncSetAttribute(fn, cudaFuncAttributeMaxDynamicSharedMemorySize,
                                              kStages * 1024 * 2 * NV * 16));
@@ -276,16 +329,19 @@ void run_ring(const klab::Launch& l) {
             cols, pl.tpr);
     };
     if (pl.nv == 1) go.template operator()<1>();
-    else if constexpr (VEC * 2 <= 8) go.template operator()<2>();
+    else if constexpr (VEC * 2 <= ring_max_cols(VEC, RMS) / 1024) go.template operator()<2>();  // fp32 8; rms bf16 16
   });
   ln_bwd_column_sums(part, blocks, a, l.stream);    // no rows: 0 partials, and 0 is written
   KLAB_CHECK_LAUNCH();
 }
 
-std::string supports_v4(const klab::Problem& p) {
+template <bool RMS>
+std::string supports_ring(const klab::Problem& p) {
   const int vec = static_cast<int>(16 / klab::dtype_size(p.dtype));
   if (p.shape[1] % vec != 0) return "rows of whole 16-byte vectors only (cp.async moves 16 bytes)";
-  if (p.shape[1] > kRingMaxCols) return "rows longer than 8192 elements: 8 columns a thread at most (the README says why)";
+  if (p.shape[1] > ring_max_cols(vec, RMS))
+    return ring_max_cols(vec, RMS) > 8192 ? "rows longer than 16,384 elements: 16 columns a thread at most (the README says why)"
+                                          : "rows longer than 8192 elements: 8 columns a thread at most (the README says why)";
   if (klab::device_info().cc_major > 0 && klab::device_info().cc_major < 8) return "cp.async needs compute capability 8.0";
   return "";
 }
@@ -296,7 +352,7 @@ KLAB_REGISTER(klab::register_impl({.op = "layernorm_backward", .name = "v4_cp_as
                                    .summary = "v2 with x and dy staged by cp.async in a three-row shared-memory "
                                               "ring: two rows in flight, none of them in registers",
                                    .kind = klab::ImplKind::cuda,
-                                   .supports = supports_v4,
+                                   .supports = supports_ring<false>,
                                    .workspace = ln_bwd_partials_workspace,
                                    .run = run_ring<false>,
                                    .kernels = {"layernorm_bwd_column_sums"}}));
@@ -304,7 +360,7 @@ KLAB_REGISTER(klab::register_impl({.op = "rmsnorm_backward", .name = "v2_cp_asyn
                                    .summary = "layernorm_backward's v4_cp_async_ring without the mean, c1 and "
                                               "dbeta: x and dy two rows ahead in a cp.async ring",
                                    .kind = klab::ImplKind::cuda,
-                                   .supports = supports_v4,
+                                   .supports = supports_ring<true>,
                                    .workspace = ln_bwd_partials_workspace,
                                    .run = run_ring<true>,
                                    .kernels = {"layernorm_bwd_column_sums"}}));
