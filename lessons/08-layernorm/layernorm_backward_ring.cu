@@ -31,13 +31,16 @@
 //     the group's sums (shuffles, named barrier, shuffles)
 //     pass 2 from registers: dx
 //
-// Past 8 columns a thread (rmsnorm's bf16 rows of 16,384: 16 a thread at 1024 threads) xhat
-// and g do not stay in registers: pass 2 reads x and dy from the ring again (the stage is not
+// Past 8 columns a thread (bf16 rows of 16,384: 16 a thread at 1024 threads) xhat and g do
+// not stay in registers: pass 2 reads x and dy from the ring again (the stage is not
 // refilled before the next row) and recomputes them, and gamma is read where it is used (16
-// bytes a vector, from L1) instead of kept. The ring then takes 192 KB (three stages of two
-// 32 KB rows); 64 registers, no stack (klab inspect). Layernorm's instance of the same, with
-// dbeta's 16 more running sums, kept 72 bytes of stack a thread and ran at 56.6% of copy at
-// 4096 x 16384, behind v3's 75.0% (H100, 2026-11-26): it is not compiled.
+// bytes a vector, from L1) instead of kept. Rmsnorm's ring then takes 192 KB (three stages of
+// two 32 KB rows); 64 registers, no stack (klab inspect). Layernorm's dbeta sums are 16
+// registers more: kept there, its instance spilled (72 bytes of stack a thread) and ran at
+// 56.6% of copy at 4096 x 16384, behind v3's 75.0% (H100, 2026-11-26). So they live in
+// shared memory after the ring, each thread's 16 words its own (DB_SMEM: a read and a write
+// a column a row, 64 KB), and the ring has two stages (this row and the next, 128 KB): 16
+// bytes of stack, 81.3% of copy there.
 //
 //   klab test 08 --op layernorm_backward --impl v4_cp_async_ring
 //   klab bench 08 --op layernorm_backward --impl v2_fused_partials,v4_cp_async_ring
@@ -63,14 +66,14 @@ namespace {
 using i64 = std::int64_t;
 
 constexpr int kStages = 3;              // this row and two ahead
-// Elements a thread: 8 keeping xhat and g in registers; 16 (rmsnorm's bf16) recomputing them.
+// Elements a thread: 8 keeping xhat and g in registers; 16 (bf16) recomputing them.
 constexpr int kKeepMaxPerThread = 8, kRingMaxPerThread = 16;
-// The widest row: 1024 threads of 8 elements (the ring: 96 KB in fp32), and for rmsnorm's
-// bf16 16 (192 KB). layernorm's bf16 instance of 16 a thread was measured slower than v3
-// (the README's v2_cp_async_ring section) and is not compiled.
-constexpr int ring_max_cols(int vec, bool rms) {
-  return 1024 * (vec == 8 && rms ? kRingMaxPerThread : kKeepMaxPerThread);
-}
+// The widest row: 1024 threads of 8 elements (the ring: 96 KB in fp32), and in bf16 16.
+constexpr int ring_max_cols(int vec) { return 1024 * (vec == 8 ? kRingMaxPerThread : kKeepMaxPerThread); }
+// Layernorm past 8 elements a thread keeps its running dbeta sums in shared memory (DB_SMEM,
+// the kernel says why), and so has room for two stages only: this row and the next.
+constexpr bool db_in_smem(bool rms, int per_thread) { return !rms && per_thread > kKeepMaxPerThread; }
+constexpr int ring_stages(bool rms, int per_thread) { return db_in_smem(rms, per_thread) ? 2 : kStages; }
 
 // Grid: persistent blocks (ln_bwd_fused_blocks) of `groups` row groups of tpr threads; the
 // rows are shared out as in v2. NV vectors of VEC = 16 / sizeof(T) elements a thread.
@@ -86,6 +89,8 @@ __device__ __forceinline__ void ln_bwd_ring_rows(const T* __restrict__ g_x, cons
   constexpr int VEC = klab::kVec16<T>;
   static_assert(NV * VEC <= kRingMaxPerThread, "at most 16 columns a thread: gamma, dgamma and dbeta in registers");
   constexpr bool KEEP = NV * VEC <= kKeepMaxPerThread;  // xhat and g kept for pass 2
+  constexpr bool DB_SMEM = db_in_smem(RMS, NV * VEC);     // dbeta's running sums in shared memory
+  constexpr int S = ring_stages(RMS, NV * VEC);           // ring stages
   using V = klab::Vec<T, VEC>;
   static_assert(sizeof(V) == 16, "one cp.async moves one 16-byte vector");
   extern __shared__ uint4 s_ring[];
@@ -100,7 +105,11 @@ __device__ __forceinline__ void ln_bwd_ring_rows(const T* __restrict__ g_x, cons
   // KEEP: gamma in fp32 registers, converted once. Otherwise its 16 registers are the ones
   // that do not fit: each pass reads the thread's gamma vectors again (16 bytes each, L1).
   float r_gamma[KEEP ? NV : 1][VEC];
-  float r_dg[NV][VEC], r_db[NV][VEC];               // this thread's columns' running sums
+  float r_dg[NV][VEC], r_db[DB_SMEM ? 1 : NV][VEC];  // this thread's columns' running sums
+  // DB_SMEM: dbeta's sums after the ring, slot (k, i) of thread t at [((q NV + k) VEC + i) tpr
+  // + t] (consecutive threads, consecutive words), read and written by this thread alone.
+  float* s_db = reinterpret_cast<float*>(s_ring + S * groups * 2 * NV * tpr);
+  const auto db_slot = [&](int k, int i) { return ((q * NV + k) * VEC + i) * tpr + t; };
   const auto gamma_vec = [&](int k) {
     V gv{};
     if (col(k) < cols) gv = *reinterpret_cast<const V*>(g_gamma + col(k));
@@ -112,7 +121,9 @@ __device__ __forceinline__ void ln_bwd_ring_rows(const T* __restrict__ g_x, cons
 #pragma unroll
     for (int i = 0; i < VEC; ++i) {
       if constexpr (KEEP) r_gamma[k][i] = col(k) < cols ? klab::to_f32(gv.v[i]) : 0.f;
-      r_dg[k][i] = r_db[k][i] = 0.f;
+      r_dg[k][i] = 0.f;
+      if constexpr (DB_SMEM) s_db[db_slot(k, i)] = 0.f;
+      else r_db[k][i] = 0.f;
     }
   }
   const auto gamma_at = [&](int k, int i, const V& gv) {
@@ -136,7 +147,7 @@ __device__ __forceinline__ void ln_bwd_ring_rows(const T* __restrict__ g_x, cons
     klab::cp_async_commit();
   };
 #pragma unroll
-  for (int s = 0; s < kStages - 1; ++s) stage(first + s * stride, s);
+  for (int s = 0; s < S - 1; ++s) stage(first + s * stride, s);
 
   // Rows that fill every thread's vectors (the bench shapes) take the first pass without a
   // test an element: a block-uniform branch between two copies of it.
@@ -147,8 +158,8 @@ __device__ __forceinline__ void ln_bwd_ring_rows(const T* __restrict__ g_x, cons
     // The stage refilled here was read (by this thread alone) in the last trip, in program
     // order before this copy; the copy's write lands only after its global load returns.
     asm volatile("" ::: "memory");
-    stage(base + (kStages - 1) * stride, (cur + kStages - 1) % kStages);
-    klab::cp_async_wait<kStages - 1>();             // this thread's copies of this row are in
+    stage(base + (S - 1) * stride, (cur + S - 1) % S);
+    klab::cp_async_wait<S - 1>();             // this thread's copies of this row are in
     const i64 row = base + q;
     const bool active = row < rows;
     const float mean = active && !RMS ? g_mean[row] : 0.f, rstd = active ? g_rstd[row] : 0.f;
@@ -183,7 +194,8 @@ __device__ __forceinline__ void ln_bwd_ring_rows(const T* __restrict__ g_x, cons
           s1 += g;
           s2 += g * xh;
           r_dg[k][i] += d * xh;
-          if constexpr (!RMS) r_db[k][i] += d;
+          if constexpr (DB_SMEM) s_db[db_slot(k, i)] += d;
+          else if constexpr (!RMS) r_db[k][i] += d;
         }
       }
     };
@@ -222,7 +234,7 @@ __device__ __forceinline__ void ln_bwd_ring_rows(const T* __restrict__ g_x, cons
       }
       *reinterpret_cast<V*>(g_dx + row * cols + col(k)) = out;
     }
-    cur = cur + 1 == kStages ? 0 : cur + 1;
+    cur = cur + 1 == S ? 0 : cur + 1;
   }
   klab::cp_async_wait<0>();                         // the trailing copies (past the last row)
   __syncthreads();                                  // every thread is done with the ring
@@ -236,7 +248,8 @@ __device__ __forceinline__ void ln_bwd_ring_rows(const T* __restrict__ g_x, cons
 #pragma unroll
     for (int i = 0; i < VEC; ++i) {
       f_acc[(2 * q) * row_floats + col(k) + i] = r_dg[k][i];
-      f_acc[(2 * q + 1) * row_floats + col(k) + i] = r_db[k][i];
+      if constexpr (DB_SMEM) f_acc[(2 * q + 1) * row_floats + col(k) + i] = s_db[db_slot(k, i)];
+      else f_acc[(2 * q + 1) * row_floats + col(k) + i] = r_db[k][i];
     }
   __syncthreads();
   for (int c = tid; c < cols; c += static_cast<int>(blockDim.x)) {
@@ -276,15 +289,19 @@ struct RingPlan {
 // threads, and as many groups as fit in 1024 threads (at most 15: named barriers 1..15), if
 // the ring fits the block's shared memory (192 KB at most: fp32 rows of 8192, bf16 of 16,384).
 RingPlan plan_ring(i64 cols, int vec, bool rms, std::size_t smem_limit) {
-  for (int nv = 1; nv * vec * 1024 <= ring_max_cols(vec, rms); nv *= 2) {
+  for (int nv = 1; nv * vec * 1024 <= ring_max_cols(vec); nv *= 2) {
     const i64 tpr = klab::ceil_div<i64>(klab::ceil_div<i64>(cols, static_cast<i64>(vec) * nv), 32) * 32;
     if (tpr > 1024) continue;
     const int groups = static_cast<int>(std::min<i64>(15, 1024 / tpr));
     const std::size_t threads = static_cast<std::size_t>(groups) * static_cast<std::size_t>(tpr);
-    const std::size_t ring = kStages * threads * 2 * static_cast<std::size_t>(nv) * 16;
+    const std::size_t ring = ring_stages(rms, nv * vec) * threads * 2 * static_cast<std::size_t>(nv) * 16;
     const std::size_t sums = threads * 2 * static_cast<std::size_t>(nv * vec) * sizeof(float);
-    if (std::max(ring, sums) > smem_limit) return {};
-    return {static_cast<int>(tpr), nv, groups, std::max(ring, sums)};
+    // DB_SMEM: dbeta's sums after the ring (the block's sums, written over the ring at the
+    // end, must not reach them: in bf16 they are the ring's size exactly).
+    const std::size_t db = db_in_smem(rms, nv * vec) ? threads * static_cast<std::size_t>(nv * vec) * sizeof(float) : 0;
+    if (db > 0 && sums > ring) return {};
+    if (std::max(ring, sums) + db > smem_limit) return {};
+    return {static_cast<int>(tpr), nv, groups, std::max(ring, sums) + db};
   }
   return {};
 }
@@ -308,8 +325,9 @@ void run_ring(const klab::Launch& l) {
       if constexpr (RMS) fn = reinterpret_cast<const void*>(rmsnorm_bwd_v2_cp_async_ring<T, NV>);
       else fn = reinterpret_cast<const void*>(layernorm_bwd_v4_cp_async_ring<T, NV>);
       static const bool opted_in = [&] {            // once an instantiation: the most any width needs
+        constexpr int PER = NV * VEC, db = db_in_smem(RMS, PER) ? 1024 * PER * 4 : 0;
         KLAB_CHECK_CUDA(cudaFuncSetAttribute(fn, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                             kStages * 1024 * 2 * NV * 16));
+                                             ring_stages(RMS, PER) * 1024 * 2 * NV * 16 + db));
         return true;
       }();
       (void)opted_in;
@@ -329,7 +347,7 @@ void run_ring(const klab::Launch& l) {
             cols, pl.tpr);
     };
     if (pl.nv == 1) go.template operator()<1>();
-    else if constexpr (VEC * 2 <= ring_max_cols(VEC, RMS) / 1024) go.template operator()<2>();  // fp32 8; rms bf16 16
+    else go.template operator()<2>();             // fp32: 8 elements a thread; bf16: 16
   });
   ln_bwd_column_sums(part, blocks, a, l.stream);    // no rows: 0 partials, and 0 is written
   KLAB_CHECK_LAUNCH();
@@ -339,9 +357,9 @@ template <bool RMS>
 std::string supports_ring(const klab::Problem& p) {
   const int vec = static_cast<int>(16 / klab::dtype_size(p.dtype));
   if (p.shape[1] % vec != 0) return "rows of whole 16-byte vectors only (cp.async moves 16 bytes)";
-  if (p.shape[1] > ring_max_cols(vec, RMS))
-    return ring_max_cols(vec, RMS) > 8192 ? "rows longer than 16,384 elements: 16 columns a thread at most (the README says why)"
-                                          : "rows longer than 8192 elements: 8 columns a thread at most (the README says why)";
+  if (p.shape[1] > ring_max_cols(vec))
+    return vec == 8 ? "rows longer than 16,384 elements: 16 columns a thread at most (the README says why)"
+                    : "rows longer than 8192 elements: 8 columns a thread at most (the README says why)";
   if (klab::device_info().cc_major > 0 && klab::device_info().cc_major < 8) return "cp.async needs compute capability 8.0";
   return "";
 }
