@@ -66,6 +66,9 @@ inline LnBwdArgs rms_bwd_args(const klab::Launch& l) {
 // row's first two elements at offset +- 0.9: layernorm_ops.cu says why), and the shapes
 // both accept.
 void fill_layernorm_x(const klab::Problem& p, std::uint64_t seed, klab::HostTensor& x);
+// From layernorm_ops.cu, for the references of ops built on the layernorm (layernorm_linear):
+// row r's mean and rstd in fp64, two passes over the row of x (rows of `cols`).
+void reference_row_stats(const klab::HostTensor& x, std::int64_t r, std::int64_t cols, double& mean, double& rstd);
 std::string validate_layernorm_shape(const klab::Problem& p);
 
 // From layernorm_backward_ops.cu, for dropout_residual_layernorm_backward too: the backward's

@@ -77,19 +77,6 @@ void generate(const Problem& p, std::uint64_t seed, Inputs& in) {
   klab::fill_uniform(in.tensors.at(4), klab::derive_seed(seed, 5), -1.0, 1.0);
 }
 
-// Row r's mean and rstd in fp64, as layernorm's reference computes them (two passes).
-void row_stats(const klab::HostTensor& x, i64 r, i64 K, double& mean, double& rstd) {
-  double s = 0;
-  for (i64 k = 0; k < K; ++k) s += x.get(r * K + k);
-  mean = s / static_cast<double>(K);
-  double q = 0;
-  for (i64 k = 0; k < K; ++k) {
-    const double d = x.get(r * K + k) - mean;
-    q += d * d;
-  }
-  rstd = 1.0 / std::sqrt(q / static_cast<double>(K) + static_cast<double>(kEps));
-}
-
 // y[r, n] from row r's normalized values v (K of them).
 double dot_row(const std::vector<double>& v, const klab::HostTensor& w, const klab::HostTensor& b, i64 n, i64 K) {
   double acc = b.get(n);
@@ -113,7 +100,7 @@ klab::Reference reference(const Problem& p, const Inputs& in) {
   klab::parallel_for(M, [&](i64 r0, i64 r1) {
     for (i64 r = r0; r < r1; ++r) {
       double mean = 0, rstd = 0;
-      row_stats(in.tensors[0], r, K, mean, rstd);
+      reference_row_stats(in.tensors[0], r, K, mean, rstd);
       const std::vector<double> v = normalized_row(in, r, K, mean, rstd);
       for (i64 n = 0; n < N; ++n) ref[0][static_cast<std::size_t>(r * N + n)] = dot_row(v, in.tensors[3], in.tensors[4], n, K);
       ref[1][static_cast<std::size_t>(r)] = mean;
@@ -133,7 +120,7 @@ std::vector<klab::SampledReference> reference_sample(const Problem& p, const Inp
     for (i64 i = i0; i < i1; ++i) {
       const i64 m = r[0].index[i] / N, n = r[0].index[i] % N;
       double mean = 0, rstd = 0;
-      row_stats(in.tensors[0], m, K, mean, rstd);
+      reference_row_stats(in.tensors[0], m, K, mean, rstd);
       r[0].value[i] = dot_row(normalized_row(in, m, K, mean, rstd), in.tensors[3], in.tensors[4], n, K);
     }
   }, 3 * K);
@@ -144,7 +131,7 @@ std::vector<klab::SampledReference> reference_sample(const Problem& p, const Inp
   klab::parallel_for(M, [&](i64 m0, i64 m1) {
     for (i64 m = m0; m < m1; ++m) {
       double mean = 0, rstd = 0;
-      row_stats(in.tensors[0], m, K, mean, rstd);
+      reference_row_stats(in.tensors[0], m, K, mean, rstd);
       r[1].index[m] = r[2].index[m] = m;
       r[1].value[m] = mean;
       r[2].value[m] = rstd;

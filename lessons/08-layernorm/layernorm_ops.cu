@@ -68,6 +68,19 @@ void fill_layernorm_x(const klab::Problem& p, std::uint64_t seed, klab::HostTens
 // No rows, one element, one row, odd and prime widths, widths past a warp's and a block's
 // natural tile, GPT-2's 768, the widest row a block holds in registers (32768) and one past
 // it, a long row, and x with a flat index past 2^31 (f32 only: validate_layernorm_shape).
+// Row r's mean and rstd in fp64, two passes (layernorm.cuh declares it).
+void reference_row_stats(const klab::HostTensor& x, i64 r, i64 cols, double& mean, double& rstd) {
+  double s = 0;
+  for (i64 j = 0; j < cols; ++j) s += x.get(r * cols + j);
+  mean = s / static_cast<double>(cols);
+  double q = 0;
+  for (i64 j = 0; j < cols; ++j) {
+    const double d = x.get(r * cols + j) - mean;
+    q += d * d;
+  }
+  rstd = 1.0 / std::sqrt(q / static_cast<double>(cols) + static_cast<double>(kEps));
+}
+
 std::vector<klab::Dims> layernorm_test_shapes() {
   return {{0, 768},   {1, 1},     {1, 7},    {3, 129},   {127, 1023}, {1000, 3},     {257, 768},
           {7, 4097},  {33, 8191}, {9, 32768}, {3, 32772}, {2, 131072}, {65537, 32768}};
@@ -103,15 +116,8 @@ klab::Reference reference(const klab::Problem& p, const klab::Inputs& in) {
   ref[2] = klab::RefArray(static_cast<std::size_t>(rows));
   klab::parallel_for(rows, [&](i64 r0, i64 r1) {
     for (i64 r = r0; r < r1; ++r) {
-      double s = 0;
-      for (i64 j = 0; j < cols; ++j) s += x.get(r * cols + j);
-      const double mean = s / static_cast<double>(cols);
-      double q = 0;
-      for (i64 j = 0; j < cols; ++j) {
-        const double d = x.get(r * cols + j) - mean;
-        q += d * d;
-      }
-      const double rstd = 1.0 / std::sqrt(q / static_cast<double>(cols) + static_cast<double>(kEps));
+      double mean = 0, rstd = 0;
+      reference_row_stats(x, r, cols, mean, rstd);
       for (i64 j = 0; j < cols; ++j)
         ref[0][static_cast<std::size_t>(r * cols + j)] = (x.get(r * cols + j) - mean) * rstd * g.get(j) + b.get(j);
       ref[1][static_cast<std::size_t>(r)] = mean;
