@@ -67,13 +67,6 @@ void launch_product(const bf16* a, const bf16* w, bf16* y, int M, int N, int K, 
   lesson06::launch_nt_wgmma(g, s, epi);
 }
 
-// "" when lesson 05's Hopper matmul takes the product (bf16, K a multiple of 8, Hopper).
-std::string supports_product(const klab::Problem& p) {
-  klab::Problem mm = p;
-  mm.variant = "nt";
-  return lesson05::supports_wgmma(mm);
-}
-
 // ============================================================================================
 // v1_layernorm_then_linear
 // ============================================================================================
@@ -233,7 +226,7 @@ void run_v2_folded_epilogue(const klab::Launch& l) {
 
 std::string supports_v2(const klab::Problem& p) {
   if (p.shape[2] > kRowRegistersMaxCols) return "rows longer than 32,768 elements do not fit in one block's registers";
-  return supports_product(p);
+  return lesson06::supports_linear_wgmma(p);
 }
 
 // ============================================================================================
@@ -244,7 +237,7 @@ KLAB_REGISTER(klab::register_impl({.op = "layernorm_linear", .name = "v1_layerno
                                    .summary = "the layernorm writes x̂·gamma + beta; the matmul reads it back, the bias "
                                               "in its epilogue",
                                    .kind = klab::ImplKind::cuda,
-                                   .supports = supports_product,
+                                   .supports = lesson06::supports_linear_wgmma,
                                    .workspace = workspace_v1,
                                    .run = run_v1_layernorm_then_linear,
                                    .kernels = {"layernorm_v2_block_registers", "layernorm_v1_warp_welford",
