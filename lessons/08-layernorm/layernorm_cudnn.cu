@@ -32,13 +32,7 @@
 #include "layernorm.cuh"
 
 #if KLAB_HAVE_CUDNN_FRONTEND
-#define CUDNN_FRONTEND_SKIP_JSON_LIB 1
-#include <cudnn.h>
-
-#include "klab/cudnn.hpp"
-
-#include <cstring>   // the frontend's headers call std::strlen without including it
-#include <cudnn_frontend.h>
+#include "klab/cudnn_frontend.hpp"
 #endif
 
 namespace lesson08 {
@@ -67,15 +61,6 @@ Tensor tensor(fe::graph::Graph& g, const char* name, std::int64_t rows, std::int
 }
 
 fe::DataType_t fe_type(klab::DType t) { return t == klab::DType::bf16 ? fe::DataType_t::BFLOAT16 : fe::DataType_t::FLOAT; }
-
-std::string finish(Built& b, cudnnHandle_t h) {
-  auto& g = b.graph;
-  for (auto step : {g.validate(), g.build_operation_graph(h), g.create_execution_plans({fe::HeurMode_t::A}),
-                    g.check_support(h), g.build_plans(h)})
-    if (step.is_bad()) return step.get_message().empty() ? std::string("cuDNN refused the graph") : step.get_message();
-  if (auto e = g.get_workspace_size(b.workspace); e.is_bad()) return e.get_message();
-  return "";
-}
 
 // The built graph of a problem, made once (thread-safe: the harness may ask from supports()
 // and run()). BACKWARD: layernorm_backward's graph, else the forward's.
@@ -112,7 +97,7 @@ Built* built_for(const klab::Problem& p) {
     dbeta->set_output(true).set_data_type(fe::DataType_t::FLOAT);
     b.tensors = {x, gamma, dy, mean, rstd, dx, dgamma, dbeta};
   }
-  b.why = finish(b, klab::cudnn_handle());
+  b.why = klab::cudnn_fe_build(b.graph, b.workspace);
   return slot.get();
 }
 #endif
