@@ -6,20 +6,25 @@ of 8 rows as swiglu_ops.cu lays them out (w rows 16b .. 16b + 7 are W_g's rows 8
 the next 8 W_u's; a last block of r = N % 8 columns has r gate rows then r up rows). y is
 (M, N) row-major.
 
-The loop is the persistent nt loop of linear_triton.py (lesson 05's matmul_persistent): one
-program per SM walks the (BM, BN) tiles of y in grouped order, each walking K in steps of BK.
-Where the CUDA version reads the interleaved rows as one 2·BN-wide operand and finds a
-column's gate and up values one n8 block apart in the same thread's registers, here each
-output column n names its two rows of w directly (gate_row and up_row below, the formulas
-of swiglu_ops.cu), and the loop keeps two (BM, BN) fp32 accumulators: tl.dot(x, W_gᵀ) and
-tl.dot(x, W_uᵀ), the same MMAs as one 2·BN-wide product. The epilogue takes silu of the gate
-tile and multiplies by the up tile, in fp32, and rounds once, in the one store: neither g nor
-u goes to memory. silu(g) = 0.5 g (1 + tanh(g / 2)), one tanh.approx (klab_tl.tanh_approx), as
-linear_triton.py's SiLU.
+The loop is the persistent nt loop of linear_triton.py (lesson 05's matmul_persistent),
+flattened as there: one program per SM walks its (BM, BN) tiles of y in grouped order and
+each tile's steps of BK as one loop, so the next tile's first copies are in flight during
+this tile's epilogue. Where the CUDA version reads the interleaved rows as one 2·BN-wide
+operand and finds a column's gate and up values one n8 block apart in the same thread's
+registers, here the operand is one (BK, 2·BN) tile too, in the order [gate rows | up rows]:
+accumulator column c < BN names output column n0 + c's gate row of w, column BN + c its up
+row (the formulas of swiglu_ops.cu). One (BM, 2·BN) fp32 accumulator and one tl.dot a step:
+with two (BM, BN) accumulators and two tl.dot, as until late on 2026-11-26, the flattened
+loop's wgmma were serialized by ptxas (warning C7515). The epilogue splits the accumulator
+into its gate and up halves (the same thread holds column c and c + BN, so the split moves
+no data), takes silu of the gate half and multiplies by the up half, in fp32, and rounds
+once, in the one store: neither g nor u goes to memory. silu(g) = 0.5 g (1 + tanh(g / 2)),
+one tanh.approx (klab_tl.tanh_approx), as linear_triton.py's SiLU.
 
 Any shape works: a column past N reads column N - 1's rows (its results are never stored), a
-row of x past M reads row M - 1, the whole steps of K load with no mask and one last step
-takes the rest under K's mask. K = 0 stores silu(0) · 0 = 0.
+row of x past M reads row M - 1, and every step masks K (with K hinted divisible by 16 the
+loads stay 16-byte cp.async copies). K = 0 runs one step of masked zeros and stores
+silu(0) · 0 = 0.
 
 Ahead-of-time builds (the AOT list at the bottom): the tile configurations of CONFIGS linked
 into one launcher, tr_swiglu (algo_id in CONFIGS order), each compiled with M, N, K and the
@@ -35,54 +40,70 @@ from klab_tl import tanh_approx
 @triton.jit
 def swiglu_kernel(x_ptr, w_ptr, y_ptr, M, N, K, ldx, ldw, ldy,
                   BM: tl.constexpr, BN: tl.constexpr, BK: tl.constexpr, GROUP_M: tl.constexpr):
+    # Persistent and flattened, as linear_triton.py: one loop over (tile, K step) pairs.
     grid_m = tl.cdiv(M, BM)
     grid_n = tl.cdiv(N, BN)
     tiles = grid_m * grid_n
     per_group = GROUP_M * grid_n
     im = tl.arange(0, BM)                               # (BM,)
-    jn = tl.arange(0, BN)                               # (BN,)
+    cc = tl.arange(0, 2 * BN)                           # (2BN,): gate columns, then up columns
     rk = tl.arange(0, BK)                               # (BK,)
-    k_full = tl.multiple_of(K - K % BK, BK)             # (a true hint: the tail loads vectorise)
-    for t in tl.range(tl.program_id(0), tiles, tl.num_programs(0)):
-        first_m = (t // per_group) * GROUP_M
-        rows = tl.minimum(grid_m - first_m, GROUP_M)
-        m0 = (first_m + (t % per_group) % rows) * BM
-        n0 = ((t % per_group) // rows) * BN
-        # Output column n's rows of w: gate 16 (n / 8) + n % 8, up that plus the width of
-        # its block of 8 (8, or N % 8 for a narrower last block). Counted from the tile's
-        # first gate row, 16 (n0 / 8): 32-bit offsets inside the tile (2 BN rows at most).
-        n = tl.minimum(n0 + jn, N - 1)                  # (BN,)
-        gate = 16 * (n // 8) + n % 8
-        up = gate + tl.minimum(8, N - 8 * (n // 8))
-        w_tile = w_ptr + (16 * (n0 // 8)).to(tl.int64) * ldw
-        g_off = (gate - 16 * (n0 // 8))[None, :] * ldw + rk[:, None]         # (BK, BN): W_gᵀ's tile
-        u_off = (up - 16 * (n0 // 8))[None, :] * ldw + rk[:, None]           # (BK, BN): W_uᵀ's tile
-        x_tile = x_ptr + m0.to(tl.int64) * ldx
-        x_off = tl.minimum(im, M - 1 - m0)[:, None] * ldx + rk[None, :]     # (BM, BK)
-        acc_g = tl.zeros((BM, BN), dtype=tl.float32)
-        acc_u = tl.zeros((BM, BN), dtype=tl.float32)
-        for k0 in range(0, k_full, BK):
-            x = tl.load(x_tile + k0 + x_off)
-            acc_g = tl.dot(x, tl.load(w_tile + k0 + g_off), acc_g)
-            acc_u = tl.dot(x, tl.load(w_tile + k0 + u_off), acc_u)
-        if k_full < K:
-            x = tl.load(x_tile + k_full + x_off, mask=(k_full + rk)[None, :] < K, other=0.0)
-            k_in = (k_full + rk)[:, None] < K
-            acc_g = tl.dot(x, tl.load(w_tile + k_full + g_off, mask=k_in, other=0.0), acc_g)
-            acc_u = tl.dot(x, tl.load(w_tile + k_full + u_off, mask=k_in, other=0.0), acc_u)
-        # The epilogue on the two fp32 tiles: silu(g) · u, one rounding.
-        hg = 0.5 * acc_g
-        y = (hg + hg * tanh_approx(hg)) * acc_u
-        rm = m0 + im
-        rn = n0 + jn
-        y_ptrs = y_ptr + rm.to(tl.int64)[:, None] * ldy + rn[None, :]
-        tl.store(y_ptrs, y.to(tl.bfloat16), mask=(rm[:, None] < M) & (rn[None, :] < N))
+    k_steps = tl.maximum(tl.cdiv(K, BK), 1)             # K = 0: one masked step of zeros
+    pid = tl.program_id(0)
+    progs = tl.num_programs(0)
+    # The loop-carried state of the current tile, set on its first step.
+    t = pid - progs
+    ks = -1                                             # this step's index in its tile
+    m0 = 0
+    n0 = 0
+    x_tile = x_ptr
+    w_tile = w_ptr
+    x_off = im[:, None] * ldx + rk[None, :]
+    w_off = cc[None, :] * ldw + rk[:, None]
+    acc = tl.zeros((BM, 2 * BN), dtype=tl.float32)
+    for _ in range(0, (tiles - pid + progs - 1) // progs * k_steps):
+        ks = tl.where(ks == k_steps - 1, 0, ks + 1)
+        if ks == 0:                                     # a new tile: its origin and offsets
+            t += progs
+            first_m = (t // per_group) * GROUP_M
+            rows = tl.minimum(grid_m - first_m, GROUP_M)
+            m0 = (first_m + (t % per_group) % rows) * BM
+            n0 = ((t % per_group) // rows) * BN
+            # Accumulator column c < BN is output column n0 + c's gate, c >= BN its up
+            # (n0 + c - BN): w row 16 (n / 8) + n % 8, the up row that plus the width of its
+            # block of 8 (8, or N % 8 for a narrower last block). Counted from the tile's first
+            # gate row, 2 n0: 32-bit offsets inside the tile (2 BN rows at most).
+            n = tl.minimum(n0 + cc % BN, N - 1)         # (2BN,)
+            gate = 16 * (n // 8) + n % 8
+            row = tl.where(cc < BN, gate, gate + tl.minimum(8, N - 8 * (n // 8)))
+            w_tile = w_ptr + (2 * n0).to(tl.int64) * ldw
+            w_off = (row - 2 * n0)[None, :] * ldw + rk[:, None]              # (BK, 2BN): [W_g | W_u]ᵀ
+            x_tile = x_ptr + m0.to(tl.int64) * ldx
+            x_off = tl.minimum(im, M - 1 - m0)[:, None] * ldx + rk[None, :]  # (BM, BK)
+        k0 = ks * BK
+        x = tl.load(x_tile + k0 + x_off, mask=(k0 + rk)[None, :] < K, other=0.0)
+        w = tl.load(w_tile + k0 + w_off, mask=(k0 + rk)[:, None] < K, other=0.0)
+        acc = tl.dot(x, w, acc)
+        if ks == k_steps - 1:                           # the tile's last step: its epilogue
+            # The gate and up halves of the one accumulator (column c and c + BN are held by
+            # the same thread in the MMA layout, so the split moves no data), silu(g) · u in
+            # fp32, one rounding.
+            g, u = tl.split(tl.permute(tl.reshape(acc, (BM, 2, BN)), (0, 2, 1)))
+            hg = 0.5 * g
+            y = (hg + hg * tanh_approx(hg)) * u
+            rm = m0 + im
+            rn = n0 + tl.arange(0, BN)
+            y_ptrs = y_ptr + rm.to(tl.int64)[:, None] * ldy + rn[None, :]
+            tl.store(y_ptrs, y.to(tl.bfloat16), mask=(rm[:, None] < M) & (rn[None, :] < N))
+            acc = tl.zeros((BM, 2 * BN), dtype=tl.float32)   # the next tile starts from zero
 
 
-# (BM, BN, BK, GROUP_M, num_warps, num_stages). A stage holds x's (BM, BK) tile and two
-# (BK, BN) tiles of w: (BM + 2 BN) x BK x 2 bytes, 48 KB for 128x128x64; the 4-stage one
+# (BM, BN, BK, GROUP_M, num_warps, num_stages). A stage holds x's (BM, BK) tile and the
+# (BK, 2 BN) tile of w: (BM + 2 BN) x BK x 2 bytes, 48 KB for 128x128x64; the 4-stage one
 # (192 KB) is a candidate on Hopper only (swiglu_triton_impl.cu filters by the device's shared
-# memory). The two (BM, BN) accumulators of 128x128 take 128 registers a thread over 8 warps.
+# memory; on sm_90 the epilogue's conversion buffer comes on top, 224 KB in all, which still
+# fits the 227 KB). The (BM, 2 BN) accumulator of 128x128 takes 128 registers a thread over
+# 8 warps.
 CONFIGS = [
     (128, 128, 64, 8, 8, 3),
     (128, 128, 64, 8, 8, 4),
