@@ -1,7 +1,8 @@
 // lessons/08-layernorm/layernorm_backward_ring.cu — the fused layernorm backward with its
 // loads staged through shared memory, two rows ahead.
 //
-// Impls registered here (op layernorm_backward, and one of rmsnorm_backward):
+// Impls registered here (op layernorm_backward, one of rmsnorm_backward and one of
+// dropout_residual_layernorm_backward):
 //   v4_cp_async_ring  v2_fused_partials (layernorm_backward.cu) whose x and dy reach the
 //                     thread through a ring of three shared-memory stages filled by cp.async:
 //                     while a group works on row i, the copies of rows i + 1 and i + 2 are in
@@ -9,6 +10,10 @@
 //                     to 8192 elements (rmsnorm's bf16: 16,384, pass 2 reading the row from
 //                     the ring again); one partial a block, added by the same second kernel.
 //   v2_cp_async_ring  (op rmsnorm_backward) v4 without the mean, c1 and dbeta.
+//   v3_ring_residual_dropout  (op dropout_residual_layernorm_backward) v4 with
+//                     v2_fused_residual_dropout's epilogue (dr = dres + dx stored as dx, dh
+//                     from the Philox mask drawn again), dres staged in shared memory a row
+//                     ahead; two ring stages.
 //
 // Why: v2 is bound by registers. A 1024-thread block may use 64 registers a thread, and v2's
 // thread holds its columns' x and g (up to 16 floats), its running dgamma and dbeta (16
@@ -59,6 +64,7 @@
 #include "klab/kernels.cuh"
 #include "klab/op.hpp"
 #include "layernorm.cuh"
+#include "layernorm_backward_rows.cuh"
 
 namespace lesson08 {
 namespace {
@@ -73,24 +79,36 @@ constexpr int ring_max_cols(int vec) { return 1024 * (vec == 8 ? kRingMaxPerThre
 // Layernorm past 8 elements a thread keeps its running dbeta sums in shared memory (DB_SMEM,
 // the kernel says why), and so has room for two stages only: this row and the next.
 constexpr bool db_in_smem(bool rms, int per_thread) { return !rms && per_thread > kKeepMaxPerThread; }
-constexpr int ring_stages(bool rms, int per_thread) { return db_in_smem(rms, per_thread) ? 2 : kStages; }
+// RESID (v3_ring_residual_dropout): two stages as well, and one more row slice for dres.
+constexpr int ring_stages(bool rms, int per_thread, bool resid = false) {
+  return resid || db_in_smem(rms, per_thread) ? 2 : kStages;
+}
 
 // Grid: persistent blocks (ln_bwd_fused_blocks) of `groups` row groups of tpr threads; the
 // rows are shared out as in v2. NV vectors of VEC = 16 / sizeof(T) elements a thread.
 // Dynamic shared memory: the ring, (kStages, groups, 2 tensors, NV, tpr) 16-byte vectors;
 // after the last row the same bytes hold the block's sums, (groups, 2, tpr * NV * VEC) floats.
 // RMS: rmsnorm's backward — no mean (xhat = x * rstd), no c1, no dbeta.
-template <class T, int NV, bool RMS>
+// Epi: what becomes of a vector of dx (layernorm_backward_rows.cuh): StoreDx stores it;
+// ResidualDropoutStore (Epi::kResidual) adds dres and writes dh too. Its dres vectors come
+// through shared memory as well, one row ahead: after the ring, (groups, NV, tpr) 16-byte
+// slots, each refilled with the next row's vector as soon as pass 2 has read it, and
+// committed as a cp.async group of their own after pass 2. With a two-stage ring the next
+// trip's wait_group<1> then leaves only that trip's own x and dy copies in flight: this
+// row's x, dy and dres have landed.
+template <class T, int NV, bool RMS, class Epi = StoreDx<T>>
 __device__ __forceinline__ void ln_bwd_ring_rows(const T* __restrict__ g_x, const T* __restrict__ g_gamma,
                                                  const T* __restrict__ g_dy, const float* __restrict__ g_mean,
                                                  const float* __restrict__ g_rstd, T* __restrict__ g_dx,
                                                  float* __restrict__ part_dg, float* __restrict__ part_db, i64 rows,
-                                                 int cols, int tpr) {
+                                                 int cols, int tpr, const Epi& epi = Epi{}) {
   constexpr int VEC = klab::kVec16<T>;
   static_assert(NV * VEC <= kRingMaxPerThread, "at most 16 columns a thread: gamma, dgamma and dbeta in registers");
   constexpr bool KEEP = NV * VEC <= kKeepMaxPerThread;  // xhat and g kept for pass 2
   constexpr bool DB_SMEM = db_in_smem(RMS, NV * VEC);     // dbeta's running sums in shared memory
-  constexpr int S = ring_stages(RMS, NV * VEC);           // ring stages
+  constexpr bool RESID = Epi::kResidual;                  // dres staged a row ahead
+  constexpr int S = ring_stages(RMS, NV * VEC, RESID);    // ring stages
+  static_assert(!RESID || S == 2, "dres lands with the row's x and dy only under wait_group<1>");
   using V = klab::Vec<T, VEC>;
   static_assert(sizeof(V) == 16, "one cp.async moves one 16-byte vector");
   extern __shared__ uint4 s_ring[];
@@ -108,7 +126,9 @@ __device__ __forceinline__ void ln_bwd_ring_rows(const T* __restrict__ g_x, cons
   float r_dg[NV][VEC], r_db[DB_SMEM ? 1 : NV][VEC];  // this thread's columns' running sums
   // DB_SMEM: dbeta's sums after the ring, slot (k, i) of thread t at [((q NV + k) VEC + i) tpr
   // + t] (consecutive threads, consecutive words), read and written by this thread alone.
-  float* s_db = reinterpret_cast<float*>(s_ring + S * groups * 2 * NV * tpr);
+  uint4* s_res = s_ring + S * groups * 2 * NV * tpr;           // RESID: (groups, NV, tpr) dres vectors
+  float* s_db = reinterpret_cast<float*>(s_res + (RESID ? groups * NV * tpr : 0));
+  const auto res_slot = [&](int k) { return &s_res[(q * NV + k) * tpr + t]; };
   const auto db_slot = [&](int k, int i) { return ((q * NV + k) * VEC + i) * tpr + t; };
   const auto gamma_vec = [&](int k) {
     V gv{};
@@ -148,6 +168,19 @@ __device__ __forceinline__ void ln_bwd_ring_rows(const T* __restrict__ g_x, cons
   };
 #pragma unroll
   for (int s = 0; s < S - 1; ++s) stage(first + s * stride, s);
+  // RESID: dres of the group's row in trip `base`, vector k, into its slot (no commit).
+  const auto stage_res = [&](i64 base, int k) {
+    if constexpr (RESID) {
+      const i64 row = base + q;
+      if (row < rows && col(k) < cols)
+        klab::cp_async_16_full(klab::smem_u32(res_slot(k)), epi.g_dres + row * cols + col(k));
+    }
+  };
+  if constexpr (RESID) {
+#pragma unroll
+    for (int k = 0; k < NV; ++k) stage_res(first, k);
+    klab::cp_async_commit();
+  }
 
   // Rows that fill every thread's vectors (the bench shapes) take the first pass without a
   // test an element: a block-uniform branch between two copies of it.
@@ -216,11 +249,11 @@ __device__ __forceinline__ void ln_bwd_ring_rows(const T* __restrict__ g_x, cons
     const float b = -rstd * c1, c = -rstd * c2;
 #pragma unroll
     for (int k = 0; k < NV; ++k) {
-      if (!active || col(k) >= cols) continue;
-      V out;
+      if (!active || col(k) >= cols) continue;    // (then the next row is past the end too)
+      float dx[VEC];
       if constexpr (KEEP) {
 #pragma unroll
-        for (int i = 0; i < VEC; ++i) out.v[i] = klab::from_f32<T>(fmaf(rstd, r_g[k][i], fmaf(c, r_xh[k][i], b)));
+        for (int i = 0; i < VEC; ++i) dx[i] = fmaf(rstd, r_g[k][i], fmaf(c, r_xh[k][i], b));
       } else {
         const V xv = *reinterpret_cast<const V*>(slot(cur, 0, k));
         const V dv = *reinterpret_cast<const V*>(slot(cur, 1, k));
@@ -229,11 +262,21 @@ __device__ __forceinline__ void ln_bwd_ring_rows(const T* __restrict__ g_x, cons
         for (int i = 0; i < VEC; ++i) {
           const float xh = (klab::to_f32(xv.v[i]) - mean) * rstd;
           const float g = klab::to_f32(dv.v[i]) * gamma_at(k, i, gv);
-          out.v[i] = klab::from_f32<T>(fmaf(rstd, g, fmaf(c, xh, b)));
+          dx[i] = fmaf(rstd, g, fmaf(c, xh, b));
         }
       }
-      *reinterpret_cast<V*>(g_dx + row * cols + col(k)) = out;
+      if constexpr (RESID) {
+        // The slot is read, then refilled with the next row's vector: the read is first in
+        // this thread's program order, and the copy's write lands only after its global load.
+        const V res = *reinterpret_cast<const V*>(res_slot(k));
+        asm volatile("" ::: "memory");
+        stage_res(base + stride, k);
+        epi.template store_with<VEC>(g_dx, row * cols + col(k), dx, res);
+      } else {
+        epi.template store<VEC>(g_dx, row * cols + col(k), dx);
+      }
     }
+    if constexpr (RESID) klab::cp_async_commit();   // the next row's dres: a group of its own
     cur = cur + 1 == S ? 0 : cur + 1;
   }
   klab::cp_async_wait<0>();                         // the trailing copies (past the last row)
@@ -272,6 +315,20 @@ layernorm_bwd_v4_cp_async_ring(const T* __restrict__ g_x, const T* __restrict__ 
   ln_bwd_ring_rows<T, NV, false>(g_x, g_gamma, g_dy, g_mean, g_rstd, g_dx, part_dg, part_db, rows, cols, tpr);
 }
 
+// dropout_residual_layernorm_backward's v3_ring_residual_dropout: v4 whose dx epilogue adds
+// the residual's gradient and writes the dropout's (ResidualDropoutStore), dres staged in
+// shared memory a row ahead.
+template <class T, int NV>
+__global__ void __launch_bounds__(1024)
+dropout_residual_layernorm_bwd_v3_ring_residual_dropout(
+    const T* __restrict__ g_x, const T* __restrict__ g_gamma, const T* __restrict__ g_dy,
+    const float* __restrict__ g_mean, const float* __restrict__ g_rstd, T* __restrict__ g_dx,
+    float* __restrict__ part_dg, float* __restrict__ part_db, i64 rows, int cols, int tpr,
+    ResidualDropoutStore<T> epi) {
+  ln_bwd_ring_rows<T, NV, false, ResidualDropoutStore<T>>(g_x, g_gamma, g_dy, g_mean, g_rstd, g_dx, part_dg, part_db,
+                                                          rows, cols, tpr, epi);
+}
+
 // rmsnorm_backward's v2_cp_async_ring: the same without the mean, c1 and dbeta.
 template <class T, int NV>
 __global__ void __launch_bounds__(1024)
@@ -287,26 +344,31 @@ struct RingPlan {
 };
 // The fewest vectors a thread (NV * VEC <= 8, bf16 16) that keep a row group within 1024
 // threads, and as many groups as fit in 1024 threads (at most 15: named barriers 1..15), if
-// the ring fits the block's shared memory (192 KB at most: fp32 rows of 8192, bf16 of 16,384).
-RingPlan plan_ring(i64 cols, int vec, bool rms, std::size_t smem_limit) {
+// the ring fits the block's shared memory (192 KB at most: fp32 rows of 8192, bf16 of 16,384;
+// RESID adds a row slice of dres: 224 KB for layernorm's bf16 rows of 16,384).
+RingPlan plan_ring(i64 cols, int vec, bool rms, std::size_t smem_limit, bool resid = false) {
   for (int nv = 1; nv * vec * 1024 <= ring_max_cols(vec); nv *= 2) {
     const i64 tpr = klab::ceil_div<i64>(klab::ceil_div<i64>(cols, static_cast<i64>(vec) * nv), 32) * 32;
     if (tpr > 1024) continue;
     const int groups = static_cast<int>(std::min<i64>(15, 1024 / tpr));
     const std::size_t threads = static_cast<std::size_t>(groups) * static_cast<std::size_t>(tpr);
-    const std::size_t ring = ring_stages(rms, nv * vec) * threads * 2 * static_cast<std::size_t>(nv) * 16;
+    const std::size_t ring = ring_stages(rms, nv * vec, resid) * threads * 2 * static_cast<std::size_t>(nv) * 16;
+    const std::size_t res = resid ? threads * static_cast<std::size_t>(nv) * 16 : 0;
     const std::size_t sums = threads * 2 * static_cast<std::size_t>(nv * vec) * sizeof(float);
     // DB_SMEM: dbeta's sums after the ring (the block's sums, written over the ring at the
     // end, must not reach them: in bf16 they are the ring's size exactly).
     const std::size_t db = db_in_smem(rms, nv * vec) ? threads * static_cast<std::size_t>(nv * vec) * sizeof(float) : 0;
     if (db > 0 && sums > ring) return {};
-    if (std::max(ring, sums) + db > smem_limit) return {};
-    return {static_cast<int>(tpr), nv, groups, std::max(ring, sums) + db};
+    const std::size_t smem = std::max(ring + res + db, sums);   // the sums overlay the ring only
+    if (smem > smem_limit) return {};
+    return {static_cast<int>(tpr), nv, groups, smem};
   }
   return {};
 }
 
-template <bool RMS>
+// RESID: dropout_residual_layernorm_backward (inputs x, gamma, dy, mean, rstd as
+// layernorm_backward's, then dres; outputs dx, dgamma, dbeta, then dh).
+template <bool RMS, bool RESID = false>
 void run_ring(const klab::Launch& l) {
   const LnBwdArgs a = RMS ? rms_bwd_args(l) : ln_bwd_args(l);
   const int cols = static_cast<int>(a.cols);
@@ -315,19 +377,22 @@ void run_ring(const klab::Launch& l) {
   klab::dispatch_f32_bf16(l.problem.dtype, [&]<class T>() {
     if (a.rows == 0) return;
     constexpr int VEC = klab::kVec16<T>;
-    KLAB_REQUIRE(klab::aligned16(a.x) && klab::aligned16(a.dy) && klab::aligned16(a.gamma) && klab::aligned16(a.dx),
+    KLAB_REQUIRE(klab::aligned16(a.x) && klab::aligned16(a.dy) && klab::aligned16(a.gamma) && klab::aligned16(a.dx) &&
+                     (!RESID || (klab::aligned16(l.in[5].data) && klab::aligned16(l.out[3].data))),
                  "cp_async_ring: tensors must be 16-byte aligned");
-    const RingPlan pl = plan_ring(cols, VEC, RMS, klab::device_info().smem_per_block_optin);
+    const RingPlan pl = plan_ring(cols, VEC, RMS, klab::device_info().smem_per_block_optin, RESID);
     KLAB_REQUIRE(pl.nv > 0, "cp_async_ring: row too long (supports() should have said so)");
     const auto go = [&]<int NV>() {
       // Each op's own instance only (rmsnorm's bf16 NV = 2 has no layernorm twin).
       const void* fn;
       if constexpr (RMS) fn = reinterpret_cast<const void*>(rmsnorm_bwd_v2_cp_async_ring<T, NV>);
+      else if constexpr (RESID)
+        fn = reinterpret_cast<const void*>(dropout_residual_layernorm_bwd_v3_ring_residual_dropout<T, NV>);
       else fn = reinterpret_cast<const void*>(layernorm_bwd_v4_cp_async_ring<T, NV>);
       static const bool opted_in = [&] {            // once an instantiation: the most any width needs
-        constexpr int PER = NV * VEC, db = db_in_smem(RMS, PER) ? 1024 * PER * 4 : 0;
+        constexpr int PER = NV * VEC, db = db_in_smem(RMS, PER) ? 1024 * PER * 4 : 0, res = RESID ? 1024 * NV * 16 : 0;
         KLAB_CHECK_CUDA(cudaFuncSetAttribute(fn, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                             ring_stages(RMS, PER) * 1024 * 2 * NV * 16 + db));
+                                             ring_stages(RMS, PER, RESID) * 1024 * 2 * NV * 16 + res + db));
         return true;
       }();
       (void)opted_in;
@@ -341,6 +406,12 @@ void run_ring(const klab::Launch& l) {
       if constexpr (RMS)
         rmsnorm_bwd_v2_cp_async_ring<T, NV><<<grid, pl.groups * pl.tpr, pl.smem, l.stream>>>(
             x, gamma, dy, a.rstd, static_cast<T*>(a.dx), part, a.rows, cols, pl.tpr);
+      else if constexpr (RESID)
+        dropout_residual_layernorm_bwd_v3_ring_residual_dropout<T, NV>
+            <<<grid, pl.groups * pl.tpr, pl.smem, l.stream>>>(
+                x, gamma, dy, a.mean, a.rstd, static_cast<T*>(a.dx), part, part + static_cast<i64>(blocks) * cols,
+                a.rows, cols, pl.tpr,
+                ResidualDropoutStore<T>{l.in[5].as<const T>(), l.out[3].as<T>(), lesson07::dropout_args(l)});
       else
         layernorm_bwd_v4_cp_async_ring<T, NV><<<grid, pl.groups * pl.tpr, pl.smem, l.stream>>>(
             x, gamma, dy, a.mean, a.rstd, static_cast<T*>(a.dx), part, part + static_cast<i64>(blocks) * cols, a.rows,
@@ -364,6 +435,17 @@ std::string supports_ring(const klab::Problem& p) {
   return "";
 }
 
+// v3_ring_residual_dropout: the ring's rows, whose ring and dres slice must fit the device's
+// shared memory (224 KB at 16,384 bf16 columns: more than an A100's 163 KB).
+std::string supports_ring_residual(const klab::Problem& p) {
+  if (std::string why = supports_ring(p); !why.empty()) return why;
+  const std::size_t limit = klab::device_info().smem_per_block_optin;
+  const int vec = static_cast<int>(16 / klab::dtype_size(p.dtype));
+  if (limit > 0 && plan_ring(p.shape[1], vec, false, limit, true).nv == 0)
+    return "the ring and the row of dres need more shared memory than this GPU gives a block";
+  return "";
+}
+
 }  // namespace
 
 KLAB_REGISTER(klab::register_impl({.op = "layernorm_backward", .name = "v4_cp_async_ring",
@@ -373,6 +455,14 @@ KLAB_REGISTER(klab::register_impl({.op = "layernorm_backward", .name = "v4_cp_as
                                    .supports = supports_ring,
                                    .workspace = ln_bwd_partials_workspace,
                                    .run = run_ring<false>,
+                                   .kernels = {"layernorm_bwd_column_sums"}}));
+KLAB_REGISTER(klab::register_impl({.op = "dropout_residual_layernorm_backward", .name = "v3_ring_residual_dropout",
+                                   .summary = "layernorm_backward's v4 ring whose dx epilogue adds the residual's "
+                                              "gradient and writes the dropout's; dres staged a row ahead",
+                                   .kind = klab::ImplKind::cuda,
+                                   .supports = supports_ring_residual,
+                                   .workspace = ln_bwd_partials_workspace,
+                                   .run = run_ring<false, true>,
                                    .kernels = {"layernorm_bwd_column_sums"}}));
 KLAB_REGISTER(klab::register_impl({.op = "rmsnorm_backward", .name = "v2_cp_async_ring",
                                    .summary = "layernorm_backward's v4_cp_async_ring without the mean, c1 and "

@@ -22,6 +22,7 @@ namespace lesson08 {
 // in the dtype (one 16-byte store where VEC fills it).
 template <class T>
 struct StoreDx {
+  static constexpr bool kResidual = false;          // reads no residual gradient
   template <int VEC>
   __device__ __forceinline__ void store(T* __restrict__ g_dx, std::int64_t i0, const float (&dx)[VEC]) const {
     klab::Vec<T, VEC> out;
@@ -36,15 +37,22 @@ struct StoreDx {
 // dx; and the dropout's backward, dh = dr * keep / (1 - p), with the keep mask drawn again
 // from the forward's (seed, offset) (klab/device/philox.cuh, lesson 07's stream), never read.
 // Both from dr in fp32: one rounding each.
+// store() loads dres's vector itself; store_with() takes it already loaded (the ring version,
+// layernorm_backward_ring.cu, copies it into shared memory a row ahead).
 template <class T>
 struct ResidualDropoutStore {
+  static constexpr bool kResidual = true;           // reads dres at dx's index
   const T* __restrict__ g_dres;
   T* __restrict__ g_dh;
   lesson07::DropoutArgs drop;
   template <int VEC>
   __device__ __forceinline__ void store(T* __restrict__ g_dx, std::int64_t i0, const float (&dx)[VEC]) const {
+    store_with<VEC>(g_dx, i0, dx, *reinterpret_cast<const klab::Vec<T, VEC>*>(g_dres + i0));
+  }
+  template <int VEC>
+  __device__ __forceinline__ void store_with(T* __restrict__ g_dx, std::int64_t i0, const float (&dx)[VEC],
+                                             const klab::Vec<T, VEC>& res) const {
     using V = klab::Vec<T, VEC>;
-    const V res = *reinterpret_cast<const V*>(g_dres + i0);
     bool keep[VEC];
     klab::dropout_keep_run<VEC>(drop.seed, drop.offset, static_cast<std::uint64_t>(i0), drop.threshold, keep);
     V out_dx, out_dh;
