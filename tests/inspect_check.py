@@ -3,7 +3,7 @@
 
     inspect_check.py KLAB
 
-Runs `KLAB inspect 01 02 03 04 05 06 --impl ... --arch 90 --json F` on one impl per lesson whose
+Runs `KLAB inspect 01 02 03 04 05 06 09 --impl ... --arch 90 --json F` on one impl per lesson whose
 compiled form is known from its source, and asserts it (each assertion can fail: a naive
 kernel given a shared tile, a tiled one losing it, v7_prefetch's cp.async gone, the wmma
 matmul without tensor-core instructions):
@@ -21,6 +21,9 @@ matmul without tensor-core instructions):
                      TMA, and cp.async (the bias row staged as the tile starts) in each of its
                      eight instances (four activations, two tile widths), no spills
   06 v1_matmul_then_bias_act  the same kernel without an epilogue (no cp.async), two widths
+  09 v1_simt_online  K/V tiles in static shared memory, no tensor-core instructions, no spills
+  09 v2_mma_sync     HMMA (mma.sync) and cp.async (LDGSTS) in each of its four instances
+                     (bf16 and f16, d = 64 and 128), no spills
 every impl that declares kernels (Impl::kernels) shows them
 and of every row: registers > 0, SASS instructions > 0, at least one resident block.
 Exit 0 with a summary, 1 with a line per failed assertion.
@@ -38,9 +41,9 @@ impls = ("v1_naive,v4_tile64_ilp,v2_smem_private,v7_prefetch,v8_push_exchange,v9
          "v2_smem_tile,v3_smem_padded,v1_vec_last_block,v3_online,v5_cluster,v6_vectorized,v8_autotuned,"
          "v10_mma_sync,v11_mma_pipelined,v12_splitk,v14_wgmma_tma,v15_warp_specialized,v16_persistent,"
          "v17_splitk_wgmma,v18_cluster_multicast,v19_tma_store,v1_matmul_then_bias_act,v2_fused_epilogue,"
-         "v1_matmul_then_dgelu_bgrad,v1_matmul_then_swiglu,v21_pingpong")
+         "v1_matmul_then_dgelu_bgrad,v1_matmul_then_swiglu,v21_pingpong,v1_simt_online,v2_mma_sync")
 with tempfile.NamedTemporaryFile(suffix=".json") as f:
-    r = subprocess.run([klab, "inspect", "01", "02", "03", "04", "05", "06", "--impl", impls, "--arch", "90",
+    r = subprocess.run([klab, "inspect", "01", "02", "03", "04", "05", "06", "09", "--impl", impls, "--arch", "90",
                         "--json", f.name], capture_output=True, text=True)
     if r.returncode != 0:
         sys.exit(f"inspect_check: klab inspect exited {r.returncode}: {(r.stderr or r.stdout).strip()[-400:]}")
@@ -131,5 +134,16 @@ for op_name, impl, epi, layout, count, staged in (
         check(x["local"] == 0 and x["stack"] == 0, f"06 {impl} {x['kernel']}: spills ({x['local']} B local)")
 check(any(x["kernel"].startswith("linear_bias_act_v1_matmul_then_bias_act") for x in of("06", "v1_matmul_then_bias_act")),
       "06 v1_matmul_then_bias_act: its bias-and-activation kernel not shown")
-print("\n".join(fails) if fails else f"inspect_check: {len(kernels)} kernels of 6 lessons as their sources say")
+# Lesson 09's attention kernels: v1 on the CUDA cores through shared memory; v2 on the tensor
+# cores (mma.sync) fed by cp.async, with 240 registers at d = 128 and no spills.
+for x in of("09", "v1_simt_online"):
+    check(x["shared_static"] > 0, f"09 v1_simt_online {x['kernel']}: no shared-memory tiles")
+    check(x["mix"]["HMMA"] == 0 and x["mix"]["HGMMA"] == 0, f"09 v1_simt_online {x['kernel']}: tensor-core instructions")
+    check(x["local"] == 0 and x["stack"] == 0, f"09 v1_simt_online {x['kernel']}: spills ({x['local']} B local)")
+v2 = of("09", "v2_mma_sync")
+check(len(v2) == 4, f"09 v2_mma_sync: {len(v2)} kernels, 4 expected (bf16, f16 x d = 64, 128)")
+for x in v2:
+    check(x["mix"]["HMMA"] > 0 and x["mix"]["LDGSTS"] > 0, f"09 v2_mma_sync {x['kernel']}: no HMMA or no LDGSTS")
+    check(x["local"] == 0 and x["stack"] == 0, f"09 v2_mma_sync {x['kernel']}: spills ({x['local']} B local)")
+print("\n".join(fails) if fails else f"inspect_check: {len(kernels)} kernels of 7 lessons as their sources say")
 sys.exit(1 if fails else 0)

@@ -1,0 +1,87 @@
+// lessons/09-attention/attention.cuh — what the attention op (attention_ops.cu) and its
+// kernels (attention_simt.cu, attention_mma.cu) share: the shape, the causal convention, the
+// launch arguments and the head dims the kernels are compiled for.
+//
+// The problem is {B, Hq, Hkv, Sq, Sk, d}:
+//   Q (B, Hq,  Sq, d)   K, V (B, Hkv, Sk, d)   O (B, Hq, Sq, d)   L (B, Hq, Sq) fp32
+// all contiguous, row-major. Head h of Q reads K/V head h / (Hq / Hkv) (grouped-query
+// attention; Hq = Hkv is plain multi-head attention, Hkv = 1 multi-query): the kernels index
+// the shared head, nothing is copied.
+//
+// The causal convention (bottom-right, as in lesson 04's causal softmax): query i sees key j
+// iff j <= i + (Sk - Sq). With Sq = Sk that is the usual lower triangle; with Sq < Sk the
+// queries are the last Sq positions of the key sequence (decoding, chunked prefill), and the
+// last query sees every key; with Sq > Sk the first Sq - Sk queries see no key at all. Such a
+// row has no softmax: we define its output as O = 0 and L = -inf (the log of an empty sum),
+// what a kernel that never found a key leaves in its running state (l = 0, m = -inf).
+#pragma once
+
+#include <cuda_runtime.h>
+
+#include <cstdint>
+#include <string>
+
+#include "klab/op.hpp"
+
+namespace lesson09 {
+
+using i64 = std::int64_t;
+
+struct Shape {
+  i64 B, Hq, Hkv, Sq, Sk, d;
+};
+
+inline Shape shape_of(const klab::Problem& p) {
+  return {p.shape.at(0), p.shape.at(1), p.shape.at(2), p.shape.at(3), p.shape.at(4), p.shape.at(5)};
+}
+
+inline bool is_causal(const klab::Problem& p) { return p.variant == "causal"; }
+
+// How many keys query i sees: a prefix [0, visible_keys) of the key sequence, by the
+// convention above (every key without the mask). 0 for the early queries when Sq > Sk.
+__host__ __device__ __forceinline__ i64 visible_keys(i64 i, i64 Sq, i64 Sk, bool causal) {
+  if (!causal) return Sk;
+  const i64 n = i + (Sk - Sq) + 1;
+  return n < 0 ? 0 : (n > Sk ? Sk : n);
+}
+
+// The launch arguments of every attention_fwd launcher. Sq and Sk fit 31 bits (the op's
+// validate), so kernels index positions with int and offsets with int64.
+struct AttnArgs {
+  const void* q;
+  const void* k;
+  const void* v;
+  void* o;
+  float* lse;
+  int B, Hq, Hkv, Sq, Sk, d;
+  bool causal;
+  cudaStream_t stream;
+};
+
+inline AttnArgs attn_args(const klab::Launch& l) {
+  const Shape s = shape_of(l.problem);
+  return {l.in[0].data,
+          l.in[1].data,
+          l.in[2].data,
+          l.out[0].data,
+          l.out[1].as<float>(),
+          static_cast<int>(s.B),
+          static_cast<int>(s.Hq),
+          static_cast<int>(s.Hkv),
+          static_cast<int>(s.Sq),
+          static_cast<int>(s.Sk),
+          static_cast<int>(s.d),
+          is_causal(l.problem),
+          l.stream};
+}
+
+// The kernels are templates on the head dim: d = 64 and d = 128, the dims of nearly every
+// model (a kernel keeps a row of O in registers, sized at compile time). Other dims: the
+// reason, from supports().
+inline std::string supports_head_dim(const klab::Problem& p) {
+  const i64 d = shape_of(p).d;
+  if (d == 64 || d == 128) return "";
+  return "head dim d = " + std::to_string(d) + ": the kernels are compiled for d = 64 and d = 128 only";
+}
+
+}  // namespace lesson09

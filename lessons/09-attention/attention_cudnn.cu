@@ -1,0 +1,147 @@
+// lessons/09-attention/attention_cudnn.cu — the vendor baseline: cuDNN's scaled dot-product
+// attention (SDPA), forward, through the cuDNN frontend's graph API.
+//
+// Impls registered here (op attention_fwd):
+//   cudnn  graph.sdpa(q, k, v): O and its Stats (the row's log-sum-exp of the scaled scores,
+//          natural log: the op's L), scale 1/sqrt(d), the causal mask aligned bottom-right
+//          (the op's convention, attention.cuh) for the causal variant; K and V with fewer
+//          heads than Q for grouped-query problems, as the op lays them out.
+//
+// Built only when CMake found cuDNN 9 and the frontend's headers (the PyPI package
+// nvidia-cudnn-frontend, which tools/setup.sh installs into .venv beside Triton): the impl is
+// registered either way, and without them supports() says why. A graph is built and its plan
+// chosen (cuDNN's heuristics, mode A) once a problem, on first use, outside the timed
+// launches; a problem cuDNN does not support is reported unsupported with cuDNN's reason.
+// The settings: tensors in the op's dtype (bf16 or fp16), fp32 compute and intermediates,
+// Stats in fp32.
+//
+// Run:  klab bench 09 --op attention_fwd --impl v2_mma_sync,cudnn
+#include <cuda_runtime.h>
+
+#include <cmath>
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <tuple>
+#include <unordered_map>
+
+#include "attention.cuh"
+#include "klab/error.hpp"
+#include "klab/op.hpp"
+
+#if KLAB_HAVE_CUDNN_FRONTEND
+#include "klab/cudnn_frontend.hpp"
+#endif
+
+namespace lesson09 {
+namespace {
+
+#if KLAB_HAVE_CUDNN_FRONTEND
+namespace fe = cudnn_frontend;
+using Tensor = std::shared_ptr<fe::graph::Tensor_attributes>;
+
+// A built graph, its tensors in the order the launch binds them (q, k, v, o, stats), and the
+// workspace it needs; or, where cuDNN refused the problem, why.
+struct Built {
+  fe::graph::Graph graph;
+  Tensor q, k, v, o, stats;
+  std::int64_t workspace = 0;
+  std::string why;   // "" when built
+};
+
+// A (B, H, S, d) tensor, contiguous and row-major (the op's layout).
+Tensor bhsd(fe::graph::Graph& g, const char* name, i64 B, i64 H, i64 S, i64 d, fe::DataType_t t) {
+  return g.tensor(fe::graph::Tensor_attributes()
+                      .set_name(name)
+                      .set_dim({B, H, S, d})
+                      .set_stride({H * S * d, S * d, d, 1})
+                      .set_data_type(t));
+}
+
+// The built graph of a problem, made once (thread-safe: the harness may ask from supports()
+// and run()).
+Built* built_for(const klab::Problem& p) {
+  static std::mutex m;
+  static std::map<std::tuple<i64, i64, i64, i64, i64, i64, int, bool>, std::unique_ptr<Built>> cache;
+  const std::lock_guard<std::mutex> lock(m);
+  const Shape s = shape_of(p);
+  const bool causal = is_causal(p);
+  auto& slot = cache[{s.B, s.Hq, s.Hkv, s.Sq, s.Sk, s.d, static_cast<int>(p.dtype), causal}];
+  if (slot) return slot.get();
+  slot = std::make_unique<Built>();
+  Built& b = *slot;
+  const fe::DataType_t t = p.dtype == klab::DType::bf16 ? fe::DataType_t::BFLOAT16 : fe::DataType_t::HALF;
+  auto& g = b.graph;
+  g.set_io_data_type(t).set_intermediate_data_type(fe::DataType_t::FLOAT).set_compute_data_type(fe::DataType_t::FLOAT);
+  b.q = bhsd(g, "q", s.B, s.Hq, s.Sq, s.d, t);
+  b.k = bhsd(g, "k", s.B, s.Hkv, s.Sk, s.d, t);
+  b.v = bhsd(g, "v", s.B, s.Hkv, s.Sk, s.d, t);
+  auto attrs = fe::graph::SDPA_attributes()
+                   .set_name("sdpa")
+                   .set_generate_stats(true)
+                   .set_attn_scale(1.f / std::sqrt(static_cast<float>(s.d)));
+  if (causal) attrs.set_causal_mask_bottom_right(true);
+  auto [o, stats] = g.sdpa(b.q, b.k, b.v, attrs);
+  o->set_output(true).set_dim({s.B, s.Hq, s.Sq, s.d}).set_stride({s.Hq * s.Sq * s.d, s.Sq * s.d, s.d, 1});
+  stats->set_output(true).set_data_type(fe::DataType_t::FLOAT);
+  b.o = o;
+  b.stats = stats;
+  b.why = klab::cudnn_fe_build(b.graph, b.workspace);
+  return slot.get();
+}
+#endif
+
+std::string supports_cudnn(const klab::Problem& p) {
+#if KLAB_HAVE_CUDNN_FRONTEND
+  const Shape s = shape_of(p);
+  if (s.B * s.Hq * s.Sq * s.Sk * s.d == 0) return "cuDNN takes no empty tensor";
+  if (p.dtype != klab::DType::bf16 && p.dtype != klab::DType::f16) return "cuDNN's SDPA takes bf16 and fp16";
+  const Built* b = built_for(p);
+  return b->why.empty() ? "" : "cuDNN: " + b->why;
+#else
+  (void)p;
+  return "built without the cuDNN frontend (tools/setup.sh venv installs nvidia-cudnn-frontend; cuDNN 9 must be found too)";
+#endif
+}
+
+std::size_t workspace_cudnn(const klab::Problem& p) {
+#if KLAB_HAVE_CUDNN_FRONTEND
+  if (!supports_cudnn(p).empty()) return 0;
+  return static_cast<std::size_t>(built_for(p)->workspace);
+#else
+  (void)p;
+  return 0;
+#endif
+}
+
+void run_cudnn(const klab::Launch& l) {
+#if KLAB_HAVE_CUDNN_FRONTEND
+  const Built* b = built_for(l.problem);
+  KLAB_REQUIRE(b->why.empty(), "cudnn: " + b->why);
+  cudnnHandle_t h = klab::cudnn_handle();
+  KLAB_CHECK_CUDNN(cudnnSetStream(h, l.stream));
+  const AttnArgs a = attn_args(l);
+  std::unordered_map<Tensor, void*> pack = {{b->q, const_cast<void*>(a.q)},
+                                            {b->k, const_cast<void*>(a.k)},
+                                            {b->v, const_cast<void*>(a.v)},
+                                            {b->o, a.o},
+                                            {b->stats, a.lse}};
+  if (auto e = b->graph.execute(h, pack, l.workspace); e.is_bad()) KLAB_REQUIRE(false, "cudnn: " + e.get_message());
+#else
+  (void)l;
+  KLAB_REQUIRE(false, "cudnn: built without the cuDNN frontend");
+#endif
+}
+
+}  // namespace
+
+KLAB_REGISTER(klab::register_impl({.op = "attention_fwd", .name = "cudnn",
+                                   .summary = "cuDNN's SDPA through the frontend graph API (vendor baseline)",
+                                   .kind = klab::ImplKind::vendor,
+                                   .supports = supports_cudnn,
+                                   .workspace = workspace_cudnn,
+                                   .run = run_cudnn}));
+
+}  // namespace lesson09
