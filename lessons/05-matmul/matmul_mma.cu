@@ -24,8 +24,8 @@
 // a source size below 16 fills the rest with zeros), stores are guarded. cp.async needs
 // 16-byte aligned sources: when a row length is not a multiple of 8 elements the same
 // kernel is instantiated with plain loads (ASYNC = false) — correct, slower. The cp.async
-// wrappers are klab/device/cp_async.cuh, ldmatrix's klab/device/wgmma.cuh; mma.sync is wrapped
-// below.
+// wrappers are klab/device/cp_async.cuh, ldmatrix's klab/device/wgmma.cuh, mma.sync's
+// klab/device/mma.cuh (klab::mma_m16n8k16, which lesson 09's attention shares).
 //
 // The Hopper versions (TMA + wgmma, warp specialisation, persistent) go in a file of their
 // own that registers v14_... impls for the same ops, guarded with __CUDA_ARCH__ >= 900.
@@ -40,6 +40,7 @@
 #include <vector>
 
 #include "klab/device/cp_async.cuh"
+#include "klab/device/mma.cuh"
 #include "klab/device/wgmma.cuh"
 #include "klab/error.hpp"
 #include "klab/kernels.cuh"
@@ -52,18 +53,6 @@ namespace {
 using bf16 = __nv_bfloat16;
 using std::int64_t;
 using std::uint32_t;
-
-// ---- PTX wrappers (sm_80+; empty below it: KLAB_TC_UNSUPPORTED, matmul.cuh) ----------
-// D(16x8, f32) += A(16x16, bf16, row) · B(16x8, bf16, col).
-__device__ __forceinline__ void mma_bf16_16816(float (&r_d)[4], const uint32_t (&r_a)[4], const uint32_t (&r_b)[2]) {
-#ifndef KLAB_TC_UNSUPPORTED
-  asm volatile(
-      "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, "
-      "{%0, %1, %2, %3};\n"
-      : "+f"(r_d[0]), "+f"(r_d[1]), "+f"(r_d[2]), "+f"(r_d[3])
-      : "r"(r_a[0]), "r"(r_a[1]), "r"(r_a[2]), "r"(r_a[3]), "r"(r_b[0]), "r"(r_b[1]));
-#endif
-}
 
 // ---- shared-memory tile addressing ----------------------------------------------------
 // A tile keeps the operand's global layout: ROWS rows of COLS contiguous bf16 (COLS = BK
@@ -351,7 +340,7 @@ __global__ void __launch_bounds__(Cfg::NT, Cfg::MIN_BLOCKS) matmul_mma_sync(Gemm
 #pragma unroll
     for (int mi = 0; mi < MI; ++mi)
 #pragma unroll
-      for (int ni = 0; ni < NI; ++ni) mma_bf16_16816(r_acc[mi][ni], r_a[mi], r_b[ni]);
+      for (int ni = 0; ni < NI; ++ni) klab::mma_m16n8k16<bf16>(r_acc[mi][ni], r_a[mi], r_b[ni][0], r_b[ni][1]);
   };
   auto stage_a = [&](int kt) { return s_base + (kt % STAGES) * Cfg::STAGE_BYTES; };
   constexpr int KS = BKT / 16;  // k16 steps per tile
