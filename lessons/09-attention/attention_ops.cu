@@ -347,9 +347,9 @@ klab::Op make_attention_fwd_op() {
 KLAB_REGISTER(klab::register_lesson({.id = "09",
                                      .slug = "attention",
                                      .title = "Attention forward: the online softmax over K/V tiles, on the tensor cores",
-                                     .exercise_op = "",
-                                     .exercise_reference = "",
-                                     .exercise_hint = ""}));
+                                     .exercise_op = "attention_fwd",
+                                     .exercise_reference = "v1_simt_online",
+                                     .exercise_hint = "lessons/09-attention/exercise.cu"}));
 KLAB_REGISTER(klab::register_op(make_attention_fwd_op()));
 
 }  // namespace lesson09
