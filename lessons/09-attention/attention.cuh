@@ -16,6 +16,8 @@
 // what a kernel that never found a key leaves in its running state (l = 0, m = -inf).
 #pragma once
 
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
 #include <cuda_runtime.h>
 
 #include <cstdint>
@@ -82,6 +84,16 @@ inline std::string supports_head_dim(const klab::Problem& p) {
   const i64 d = shape_of(p).d;
   if (d == 64 || d == 128) return "";
   return "head dim d = " + std::to_string(d) + ": the kernels are compiled for d = 64 and d = 128 only";
+}
+
+// Calls go.template operator()<T, D>() for the problem's dtype (T = __nv_bfloat16 or __half)
+// and head dim (D = 64 or 128; supports_head_dim has said no to the others): the launchers'
+// one dispatch.
+template <class F>
+void dispatch_dtype_dim(const klab::Problem& p, F&& go) {
+  const bool bf16 = p.dtype == klab::DType::bf16;
+  if (shape_of(p).d == 64) bf16 ? go.template operator()<__nv_bfloat16, 64>() : go.template operator()<__half, 64>();
+  else bf16 ? go.template operator()<__nv_bfloat16, 128>() : go.template operator()<__half, 128>();
 }
 
 }  // namespace lesson09

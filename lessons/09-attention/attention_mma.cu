@@ -298,9 +298,7 @@ void run_v2_mma_sync(const klab::Launch& l) {
     attention_fwd_v2_mma_sync<T, D>
         <<<static_cast<unsigned>(blocks), C::kThreads, C::kSmemBytes, a.stream>>>(a, scale_log2);
   };
-  const bool bf16 = l.problem.dtype == klab::DType::bf16;
-  if (a.d == 64) bf16 ? go.template operator()<__nv_bfloat16, 64>() : go.template operator()<__half, 64>();
-  else bf16 ? go.template operator()<__nv_bfloat16, 128>() : go.template operator()<__half, 128>();
+  dispatch_dtype_dim(l.problem, go);
   KLAB_CHECK_LAUNCH();
 }
 

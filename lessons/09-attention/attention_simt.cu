@@ -170,9 +170,7 @@ void run_v1_simt_online(const klab::Launch& l) {
   auto go = [&]<class T, int D>() {
     attention_fwd_v1_simt_online<T, D><<<static_cast<unsigned>(blocks), kV1Warps * 32, 0, a.stream>>>(a, scale);
   };
-  const bool bf16 = l.problem.dtype == klab::DType::bf16;
-  if (a.d == 64) bf16 ? go.template operator()<__nv_bfloat16, 64>() : go.template operator()<__half, 64>();
-  else bf16 ? go.template operator()<__nv_bfloat16, 128>() : go.template operator()<__half, 128>();
+  dispatch_dtype_dim(l.problem, go);
   KLAB_CHECK_LAUNCH();
 }
 
