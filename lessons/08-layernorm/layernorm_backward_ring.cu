@@ -86,8 +86,10 @@ constexpr int ring_stages(bool rms, int per_thread, bool resid = false) {
 
 // Grid: persistent blocks (ln_bwd_fused_blocks) of `groups` row groups of tpr threads; the
 // rows are shared out as in v2. NV vectors of VEC = 16 / sizeof(T) elements a thread.
-// Dynamic shared memory: the ring, (kStages, groups, 2 tensors, NV, tpr) 16-byte vectors;
-// after the last row the same bytes hold the block's sums, (groups, 2, tpr * NV * VEC) floats.
+// Dynamic shared memory: the ring, (S, groups, 2 tensors, NV, tpr) 16-byte vectors (S =
+// ring_stages); then RESID's dres slots, (groups, NV, tpr) vectors; then DB_SMEM's dbeta
+// sums, (groups, NV, VEC, tpr) floats. After the last row the ring's bytes hold the block's
+// sums, (groups, 2, tpr * NV * VEC) floats (plan_ring keeps them inside the ring).
 // RMS: rmsnorm's backward — no mean (xhat = x * rstd), no c1, no dbeta.
 // Epi: what becomes of a vector of dx (layernorm_backward_rows.cuh): StoreDx stores it;
 // ResidualDropoutStore (Epi::kResidual) adds dres and writes dh too. Its dres vectors come
