@@ -33,6 +33,8 @@ the first call for a shape and caches the fastest, like the CUDA v8_autotuned.
 import triton
 import triton.language as tl
 
+from klab_tl import grouped_tile
+
 
 @triton.jit
 def matmul_kernel(a_ptr, b_ptr, c_ptr, M, N, K, lda, ldb, ldc,
@@ -42,10 +44,7 @@ def matmul_kernel(a_ptr, b_ptr, c_ptr, M, N, K, lda, ldb, ldc,
     grid_m = tl.cdiv(M, BM)
     grid_n = tl.cdiv(N, BN)
     per_group = GROUP_M * grid_n
-    first_m = (pid // per_group) * GROUP_M
-    rows = tl.minimum(grid_m - first_m, GROUP_M)
-    pid_m = first_m + (pid % per_group) % rows
-    pid_n = (pid % per_group) // rows
+    pid_m, pid_n = grouped_tile(pid, grid_m, per_group, GROUP_M)
 
     rm = pid_m * BM + tl.arange(0, BM)                  # (BM,)
     rn = pid_n * BN + tl.arange(0, BN)                  # (BN,)
@@ -128,10 +127,9 @@ def matmul_persistent(a_ptr, b_ptr, c_ptr, M, N, K, lda, ldb, ldc,
     rk = tl.arange(0, BK)                               # (BK,)
     k_full = tl.multiple_of(K - K % BK, BK)
     for t in tl.range(tl.program_id(0), tiles, tl.num_programs(0)):
-        first_m = (t // per_group) * GROUP_M
-        rows = tl.minimum(grid_m - first_m, GROUP_M)
-        m0 = (first_m + (t % per_group) % rows) * BM
-        n0 = ((t % per_group) // rows) * BN
+        tile_m, tile_n = grouped_tile(t, grid_m, per_group, GROUP_M)
+        m0 = tile_m * BM
+        n0 = tile_n * BN
         m_in = (m0 + im)[:, None] < M                   # (BM, 1)
         n_in = (n0 + jn)[None, :] < N                   # (1, BN)
         # A scalar 64-bit base per operand and tile, and 32-bit offsets inside the tile that

@@ -43,7 +43,7 @@ first call for a shape and caches the fastest.
 import triton
 import triton.language as tl
 
-from klab_tl import tanh_approx
+from klab_tl import grouped_tile, tanh_approx
 
 
 @triton.jit
@@ -79,10 +79,9 @@ def linear_bias_act_kernel(x_ptr, w_ptr, b_ptr, y_ptr, M, N, K, ldx, ldw, ldy,
         ks = tl.where(ks == k_steps - 1, 0, ks + 1)
         if ks == 0:                                     # a new tile: its origin and offsets
             t += progs
-            first_m = (t // per_group) * GROUP_M
-            rows = tl.minimum(grid_m - first_m, GROUP_M)
-            m0 = (first_m + (t % per_group) % rows) * BM
-            n0 = ((t % per_group) // rows) * BN
+            tile_m, tile_n = grouped_tile(t, grid_m, per_group, GROUP_M)
+            m0 = tile_m * BM
+            n0 = tile_n * BN
             # A scalar 64-bit base per operand and tile, and 32-bit offsets inside the tile
             # that no k-step changes (the launcher offers this kernel where they fit: every
             # dimension under 2^23). A row of x (of W) past M (N) loads row M - 1 (N - 1)

@@ -34,7 +34,7 @@ configuration on the first call for a shape and caches the fastest.
 import triton
 import triton.language as tl
 
-from klab_tl import tanh_approx
+from klab_tl import grouped_tile, tanh_approx
 
 
 @triton.jit
@@ -65,10 +65,9 @@ def swiglu_kernel(x_ptr, w_ptr, y_ptr, M, N, K, ldx, ldw, ldy,
         ks = tl.where(ks == k_steps - 1, 0, ks + 1)
         if ks == 0:                                     # a new tile: its origin and offsets
             t += progs
-            first_m = (t // per_group) * GROUP_M
-            rows = tl.minimum(grid_m - first_m, GROUP_M)
-            m0 = (first_m + (t % per_group) % rows) * BM
-            n0 = ((t % per_group) // rows) * BN
+            tile_m, tile_n = grouped_tile(t, grid_m, per_group, GROUP_M)
+            m0 = tile_m * BM
+            n0 = tile_n * BN
             # Accumulator column c < BN is output column n0 + c's gate, c >= BN its up
             # (n0 + c - BN): w row 16 (n / 8) + n % 8, the up row that plus the width of its
             # block of 8 (8, or N % 8 for a narrower last block). Counted from the tile's first
