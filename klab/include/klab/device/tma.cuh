@@ -112,14 +112,15 @@ inline std::string tma_describable(const void* p, std::int64_t pitch, std::int64
   return "";
 }
 
-// A 3-D bf16 tensor map: `inner` contiguous elements per row, `outer` rows `pitch` elements
-// apart, `batch` matrices `batch_stride` elements apart; each copy moves a box of
-// box_inner x box_outer (x 1) elements into 128-byte-swizzled shared memory.
-inline CUtensorMap tensor_map_bf16(const void* base, std::uint64_t inner, std::uint64_t outer,
-                                   std::uint64_t batch, std::uint64_t pitch, std::uint64_t batch_stride,
-                                   std::uint32_t box_inner, std::uint32_t box_outer) {
-  KLAB_REQUIRE(box_inner * 2 == 128, "tensor_map_bf16: the 128-byte swizzle needs a 64-element inner box");
-  KLAB_REQUIRE(box_outer >= 1 && box_outer <= 256, "tensor_map_bf16: a box extent is 1..256");
+// A 3-D tensor map of 16-bit elements (`type`: BFLOAT16 or FLOAT16): `inner` contiguous
+// elements per row, `outer` rows `pitch` elements apart, `batch` matrices `batch_stride`
+// elements apart; each copy moves a box of box_inner x box_outer (x 1) elements into
+// 128-byte-swizzled shared memory.
+inline CUtensorMap tensor_map_16bit(CUtensorMapDataType type, const void* base, std::uint64_t inner,
+                                    std::uint64_t outer, std::uint64_t batch, std::uint64_t pitch,
+                                    std::uint64_t batch_stride, std::uint32_t box_inner, std::uint32_t box_outer) {
+  KLAB_REQUIRE(box_inner * 2 == 128, "tensor_map_16bit: the 128-byte swizzle needs a 64-element inner box");
+  KLAB_REQUIRE(box_outer >= 1 && box_outer <= 256, "tensor_map_16bit: a box extent is 1..256");
   CUtensorMap map;
   // Empty dimensions are not describable; a tensor of size 0 is never copied from, so any
   // extent of 1 serves (the kernels skip it before issuing a copy).
@@ -127,11 +128,19 @@ inline CUtensorMap tensor_map_bf16(const void* base, std::uint64_t inner, std::u
   const cuuint64_t strides[2] = {pitch * 2, (batch_stride ? batch_stride : pitch * (outer ? outer : 1)) * 2};
   const cuuint32_t box[3] = {box_inner, box_outer, 1};
   const cuuint32_t elem_strides[3] = {1, 1, 1};
-  KLAB_CHECK_CU(cuTensorMapEncodeTiled(&map, CU_TENSOR_MAP_DATA_TYPE_BFLOAT16, 3, const_cast<void*>(base), dims,
+  KLAB_CHECK_CU(cuTensorMapEncodeTiled(&map, type, 3, const_cast<void*>(base), dims,
                                        strides, box, elem_strides, CU_TENSOR_MAP_INTERLEAVE_NONE,
                                        CU_TENSOR_MAP_SWIZZLE_128B, CU_TENSOR_MAP_L2_PROMOTION_L2_256B,
                                        CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE));
   return map;
+}
+
+// The bf16 map (lessons 05 and 06).
+inline CUtensorMap tensor_map_bf16(const void* base, std::uint64_t inner, std::uint64_t outer,
+                                   std::uint64_t batch, std::uint64_t pitch, std::uint64_t batch_stride,
+                                   std::uint32_t box_inner, std::uint32_t box_outer) {
+  return tensor_map_16bit(CU_TENSOR_MAP_DATA_TYPE_BFLOAT16, base, inner, outer, batch, pitch, batch_stride,
+                          box_inner, box_outer);
 }
 
 }  // namespace klab
