@@ -254,7 +254,7 @@ def render_region(attrs, readme_dir):
 
 def torch_lines(j, rel, recs, trel, readme_dir):
     """The PyTorch comparison (torch=PATH): one line a problem, klab's fastest selected impl
-    beside PyTorch's eager and compiled medians."""
+    beside PyTorch's medians (eager and compiled, or each attention backend)."""
     path = os.path.normpath(os.path.join(readme_dir, trel))
     try:
         with open(path, encoding="utf-8") as f:
@@ -279,24 +279,38 @@ def torch_lines(j, rel, recs, trel, readme_dir):
     out = ["", f"Device: {kdev}. klab: {run_date(j, rel)}; PyTorch {t.get('torch', '?')} (CUDA "
                f"{t.get('cuda', '?')}): {run_date(t, trel)}. Medians of L2-flushed launches; the ratios are "
                "PyTorch's median over klab's (above 1: klab is faster).", ""]
+    # PyTorch's columns for an op: the impls tools/torch_figures.py measured for it, in its
+    # order (eager and torch.compile for lessons 06-08, the SDPA backends for attention).
+    labels = {"torch_eager": ("PyTorch eager", "vs eager"), "torch_compile": ("torch.compile", "vs compile"),
+              "torch_flash": ("PyTorch flash", "vs flash"), "torch_cudnn": ("PyTorch cuDNN", "vs cuDNN"),
+              "torch_math": ("PyTorch math", "vs math")}
+    impls_of = {}
+    for r in t["rows"]:
+        impls_of.setdefault(r["op"], [])
+        if r["impl"] not in impls_of[r["op"]]:
+            impls_of[r["op"]].append(r["impl"])
     op = None
     for k, r in best.items():
+        cols = impls_of.get(k[0], [])
         if k[0] != op:
             op = k[0]
             rate = "TFLOP/s" if r.get("tflops") and "TFLOP" in r.get("peak", "") else "GB/s"  # by the op's bound
+            heads = [labels.get(i, (i, "vs " + i)) for i in cols]
             out += ([""] if len(out) > 3 else []) + [f"**{op}** against PyTorch", "",
-                    f"| shape | dtype | klab impl | median | {rate} | PyTorch eager | torch.compile | "
-                    "vs eager | vs compile |", "| --- | --- | --- | ---: | ---: | ---: | ---: | ---: | ---: |"]
-        eager, comp = (torch_at.get(k + (i,)) for i in ("torch_eager", "torch_compile"))
-        if eager is None and comp is None:
+                    f"| shape | dtype | klab impl | median | {rate} | " + " | ".join(h[0] for h in heads) + " | " +
+                    " | ".join(h[1] for h in heads) + " |",
+                    "| --- | --- | --- | ---: | ---: | " + " | ".join("---:" for _ in range(2 * len(heads))) + " |"]
+        trs = [torch_at.get(k + (i,)) for i in cols]
+        if all(tr is None for tr in trs):
             raise RegionError(f"torch={trel}: no PyTorch row for {k[0]} {k[1]} {k[2]} {k[3] or ''}".rstrip())
         rate_v = r.get("tflops") if rate == "TFLOP/s" else r.get("gbps")
 
         def cells(tr):
             return ("-", "-") if tr is None else (fmt_ms(tr["median_ms"]), f"{tr['median_ms'] / r['median_ms']:.2f}x")
-        (em, er), (cm, cr) = cells(eager), cells(comp)
+        cs = [cells(tr) for tr in trs]
         shape = k[1] + (f" {k[3]}" if k[3] else "")
-        out.append(f"| {shape} | {k[2]} | {r['impl']} | {fmt_ms(r['median_ms'])} | {rate_v:,.1f} | {em} | {cm} | {er} | {cr} |")
+        out.append(f"| {shape} | {k[2]} | {r['impl']} | {fmt_ms(r['median_ms'])} | {rate_v:,.1f} | " +
+                   " | ".join(c[0] for c in cs) + " | " + " | ".join(c[1] for c in cs) + " |")
     return out
 
 

@@ -1,6 +1,7 @@
 #!/usr/bin/env python3
-"""PyTorch's eager and torch.compile figures for the ops of lessons 06-08, at the lessons'
-bench shapes, timed the way `klab bench` times a kernel.
+"""PyTorch's eager and torch.compile figures for the ops of lessons 06-08, and its attention
+backends for lesson 09, at the lessons' bench shapes, timed the way `klab bench` times a
+kernel.
 
     python3 tools/torch_figures.py [--ops add_mul,layernorm,...] [--out FILE.json]
                                    [--time-cap SECONDS] [--no-compile] [--smoke]
@@ -37,10 +38,19 @@ What each op runs:
   layernorm_backward  the gradients of layernorm's output (x, weight, bias) for a given dy
   rmsnorm             F.rms_norm over the last dimension, with weight, eps 1e-5
   rmsnorm_backward    the gradients of rmsnorm's output (x, weight)
+  attention_fwd       F.scaled_dot_product_attention(q, k, v, is_causal=..., enable_gqa=True)
+                      restricted to one backend at a time: torch_flash (FlashAttention-2, the
+                      SDPBackend.FLASH_ATTENTION kernels) and torch_cudnn (cuDNN's SDPA,
+                      SDPBackend.CUDNN_ATTENTION); bf16, lesson 09's four bench problems
+                      (B, Hq, Hkv, S, S, d), causal and not. PyTorch's is_causal aligns the
+                      diagonal top-left, lesson 09 bottom-right: the same mask for these square
+                      problems. No torch.compile rows (the backends are the kernels). A backend
+                      that refuses a problem is skipped with its reason.
 
 The output JSON: {"device", "torch", "cuda", "date", "rows": [{"op", "shape", "dtype",
 "variant", "impl" ("torch_eager" or "torch_compile"), "median_ms", "min_ms", "max_ms", "reps",
-"gbps" (memory-bound ops) or "tflops" (linear_bias_act)}]}. `--smoke` runs tiny shapes on
+"gbps" (memory-bound ops) or "tflops" (linear_bias_act, attention_fwd: lesson 09's count,
+4 B Hq d times the visible (query, key) pairs)}]}. `--smoke` runs tiny shapes on
 whatever device is there (the CPU too) to check the script itself.
 """
 import argparse
@@ -52,8 +62,10 @@ import time
 
 ROWS_COLS = [(8192, 768), (8192, 4096), (4096, 16384)]
 LINEAR = [(8192, 3072, 768), (8192, 768, 3072), (4096, 4096, 4096)]
+ATTENTION = [(4, 16, 16, 4096, 4096, 128), (8, 16, 16, 4096, 4096, 64), (1, 16, 16, 16384, 16384, 128),
+             (4, 32, 8, 4096, 4096, 128)]
 OPS = ["add_mul", "linear_bias_act", "dropout", "dropout_residual_layernorm", "dropout_residual_layernorm_backward",
-       "layernorm", "layernorm_backward", "rmsnorm", "rmsnorm_backward"]
+       "layernorm", "layernorm_backward", "rmsnorm", "rmsnorm_backward", "attention_fwd"]
 
 
 def parse_args():
@@ -115,6 +127,9 @@ def cases(op, smoke):
     if op == "linear_bias_act":
         shapes = [(64, 48, 32)] if smoke else LINEAR
         return [(s, "bf16", v) for s in shapes for v in ("gelu", "relu", "silu", "bias")]
+    if op == "attention_fwd":
+        shapes = [(1, 4, 2, 65, 65, 64)] if smoke else ATTENTION
+        return [(s, "bf16", v) for s in shapes for v in ("", "causal")]
     shapes = [(64, 96)] if smoke else ROWS_COLS
     # The variant as the klab op names it: dropout's probability.
     variant = "p0.1" if op.startswith("dropout") else ""
@@ -137,6 +152,14 @@ def build(torch, op, shape, dtype, variant, device):
     if op == "dropout":
         x = rand(*shape)
         return (lambda: F.dropout(x, p=0.1, training=True)), 2 * x.numel() * size, "gbps"
+    if op == "attention_fwd":
+        B, Hq, Hkv, Sq, Sk, d = shape
+        assert Sq == Sk, "PyTorch's causal mask is top-left: only square problems match lesson 09's"
+        q, k, v = rand(B, Hq, Sq, d), rand(B, Hkv, Sk, d), rand(B, Hkv, Sk, d)
+        causal = variant == "causal"
+        pairs = Sq * (Sq + 1) // 2 if causal else Sq * Sk
+        return (lambda: F.scaled_dot_product_attention(q, k, v, is_causal=causal, enable_gqa=Hq != Hkv)), \
+            4.0 * B * Hq * d * pairs, "tflops"
     if op == "linear_bias_act":
         M, N, K = shape
         x, w, bias = rand(M, K), rand(N, K), rand(N)
@@ -181,6 +204,20 @@ def build(torch, op, shape, dtype, variant, device):
     return ("backward", fwd, params, dy), (3 * rows * cols + 2 * len(params[1:]) * cols) * size, "gbps"
 
 
+def attention_backends(torch, fn, device):
+    """SDPA restricted to one backend each (on a CPU, for --smoke, the default one)."""
+    if device.type != "cuda":
+        return [("torch_math", fn)]
+    from torch.nn.attention import SDPBackend, sdpa_kernel
+
+    def only(backend):
+        def run():
+            with sdpa_kernel([backend]):
+                return fn()
+        return run
+    return [("torch_flash", only(SDPBackend.FLASH_ATTENTION)), ("torch_cudnn", only(SDPBackend.CUDNN_ATTENTION))]
+
+
 def timed(torch, timer, fn):
     if isinstance(fn, tuple):   # a backward: the forward once, the gradients timed (dy a tuple
         # where the forward returns several outputs)
@@ -208,13 +245,19 @@ def main():
         for shape, tname, variant in cases(op, a.smoke):
             fn, amount, unit = build(torch, op, shape, dtypes[tname], variant, device)
             impls = [("torch_eager", fn)]
-            if not a.no_compile:
+            if op == "attention_fwd":
+                impls = attention_backends(torch, fn, device)
+            elif not a.no_compile:
                 if isinstance(fn, tuple):
                     impls.append(("torch_compile", (fn[0], torch.compile(fn[1]), fn[2], fn[3])))
                 else:
                     impls.append(("torch_compile", torch.compile(fn)))
             for impl, f in impls:
-                med, lo, hi, reps = timed(torch, timer, f)
+                try:
+                    med, lo, hi, reps = timed(torch, timer, f)
+                except RuntimeError as e:   # a backend that refuses the problem
+                    print(f"{op:35s} {impl}: skipped: {str(e).splitlines()[0]}", flush=True)
+                    continue
                 row = {"op": op, "shape": list(shape), "dtype": tname, "variant": variant, "impl": impl,
                        "median_ms": med, "min_ms": lo, "max_ms": hi, "reps": reps,
                        unit: amount / (med * 1e-3) / (1e9 if unit == "gbps" else 1e12)}

@@ -24,7 +24,8 @@ tree is never written) and asserts one behaviour:
                        fastest impl a problem beside PyTorch's medians, with their ratios, and
                        "-" where PyTorch has no compiled row; a vendor impl is never the one
                        rendered (the fastest marked vendor, the next one takes its place);
-                       an op whose peak is in TFLOP/s shows TFLOP/s
+                       an op whose peak is in TFLOP/s shows TFLOP/s; PyTorch's columns are
+                       the impls its file has (attention backends: flash, cuDNN)
     torch_other_gpu    a torch= file from another GPU fails, and so does a problem PyTorch
                        has no row for
 
@@ -175,6 +176,20 @@ def main():
         text = read(readme)
         if "| median | TFLOP/s |" not in text or "| 33.4 us | 123.5 |" not in text:
             fail(f"a compute-bound op was not rendered in TFLOP/s:\n{text}")
+        # PyTorch's columns are the impls its file has for the op (lesson 09's attention
+        # backends, say): their labels, their medians and ratios, in the file's order.
+        tj = os.path.join(d, "bench", "h100-2026-11-25-torch.json")
+        t = json.loads(read(tj))
+        for r in t["rows"]:
+            r["impl"] = {"torch_eager": "torch_flash", "torch_compile": "torch_cudnn"}.get(r["impl"], r["impl"])
+        write(tj, json.dumps(t))
+        rc, out = run("render", readme)
+        expect(rc, out, 0)
+        text = read(readme)
+        for needle in ("| PyTorch flash | PyTorch cuDNN | vs flash | vs cuDNN |",
+                       "| 4096x4096 | bf16 | triton | 33.4 us | 123.5 | 62.2 us | 31.1 us | 1.86x | 0.93x |"):
+            if needle not in text:
+                fail(f"rendered README lacks {needle!r}:\n{text}")
     elif mode == "torch_other_gpu":
         tj = os.path.join(d, "bench", "h100-2026-11-25-torch.json")
         write(tj, read(tj).replace('"device": "NVIDIA H100 80GB HBM3"', '"device": "NVIDIA H200"', 1))
