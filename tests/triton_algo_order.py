@@ -10,7 +10,8 @@ first gives them. Triton's linker numbers them in the order it reads their heade
 file-name order they came out by hash, and every autotune label and --candidate ran another
 configuration than it named. For each generated lessons/*/triton/STEM.c under BUILD_DIR and
 its lessons/*/STEM.py, compares the two; then compares the C++ tables that name the
-candidates (kTritonNames, kSwigluTritonNames, kRowTiles and kLoopConfigs, kTritonStage1) with the Python lists
+candidates (kTritonNames, kSwigluTritonNames, kRowTiles and kLoopConfigs, kTritonStage1,
+lesson 09's kTritonNamesD64 and kTritonNamesD128) with the Python lists
 they follow. CPU only. Exit 0 with a summary, 1 with a line per
 launcher out of order.
 """
@@ -104,6 +105,11 @@ same("lessons/04-softmax/softmax_triton.cu kLoopConfigs",
      [(int(b), int(w), int(pf == "true")) for b, w, pf in re.findall(r"\{(\d+), (\d+), (true|false)\}",
                                                                      block("lessons/04-softmax/softmax_triton.cu", "kLoopConfigs"))],
      [tuple(c) for c in sm.LOOP_CONFIGS])
+at = module("lessons/09-attention/attention_triton.py")
+for d, table in ((64, "kTritonNamesD64"), (128, "kTritonNamesD128")):
+    same(f"lessons/09-attention/attention_triton_impl.cu {table}",
+         re.findall(r'"([^"]+)"', block("lessons/09-attention/attention_triton_impl.cu", table)),
+         [f"{bm}x{bn}/{w}w/{st}st" for bm, bn, w, st in at.CONFIGS[d]])
 rd = module("lessons/03-reductions/reduce_triton.py")
 same("lessons/03-reductions/reductions.cuh kTritonStage1",
      [(int(c), n) for c, n in re.findall(r'\{(\d+), "([^"]+)"\}', block("lessons/03-reductions/reductions.cuh",

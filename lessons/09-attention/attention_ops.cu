@@ -8,8 +8,10 @@
 //                   "causal"  query i sees key j iff j <= i + Sk - Sq (attention.cuh: the
 //                             diagonal aligned bottom-right; a query that sees no key gets
 //                             O = 0 and L = -inf)
-// Grouped-query: head h of Q reads K/V head h / (Hq / Hkv). The kernels live in
-// attention_simt.cu (v1_simt_online) and attention_mma.cu (v2_mma_sync).
+// Grouped-query: head h of Q reads K/V head h / (Hq / Hkv). The versions live in
+// attention_materialized.cu (v0), attention_simt.cu (v1), attention_mma.cu (v2),
+// attention_wgmma.cu (v3-v5, Hopper) and attention_triton.py (triton); CMakeLists.txt lists
+// them all.
 //
 //   klab test 09
 //   klab bench 09 --op attention_fwd --variant causal
