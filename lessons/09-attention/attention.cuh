@@ -23,6 +23,8 @@
 #include <cstdint>
 #include <string>
 
+#include "klab/device/mma.cuh"
+#include "klab/device/warp.cuh"
 #include "klab/op.hpp"
 
 namespace lesson09 {
@@ -75,6 +77,33 @@ inline AttnArgs attn_args(const klab::Launch& l) {
           static_cast<int>(s.d),
           is_causal(l.problem),
           l.stream};
+}
+
+// The end of the tensor-core kernels (v2-v5), for the two query rows a thread holds in the
+// mma / wgmma accumulator layout: rows row0 and row0 + 8, columns 8 n + 2 c and + 1 of each
+// n8 block, r_o[4 n + 2 rr + 0..1] for row row0 + 8 rr (v2's r_o[n][4] is the same array).
+// O = acc / l and L = (m + log2 l) ln 2 (m in base 2). l is summed over the quad here,
+// once: its parts were all rescaled by the same corrections. A row that saw no key: O = 0,
+// L = -inf. Rows past Sq (a ragged last block) are not stored.
+template <class T, int D>
+__device__ __forceinline__ void store_rows(const AttnArgs& a, i64 bh, int row0, int c, const float* r_o,
+                                           const float (&m)[2], const float (&l)[2]) {
+  T* g_o = static_cast<T*>(a.o) + bh * a.Sq * D;
+#pragma unroll
+  for (int rr = 0; rr < 2; ++rr) {
+    float sum = l[rr];
+    sum += __shfl_xor_sync(klab::kFullMask, sum, 1);
+    sum += __shfl_xor_sync(klab::kFullMask, sum, 2);
+    const int row = row0 + rr * 8;
+    if (row >= a.Sq) continue;
+    const float inv = sum > 0.f ? 1.f / sum : 0.f;
+    T* g_row = g_o + static_cast<i64>(row) * D;
+#pragma unroll
+    for (int n = 0; n < D / 8; ++n)
+      *reinterpret_cast<std::uint32_t*>(g_row + n * 8 + 2 * c) =
+          klab::pack_pair<T>(r_o[4 * n + 2 * rr] * inv, r_o[4 * n + 2 * rr + 1] * inv);
+    if (c == 0) a.lse[bh * a.Sq + row] = sum > 0.f ? (m[rr] + log2f(sum)) * 0.69314718f : -INFINITY;
+  }
 }
 
 // The kernels are templates on the head dim: d = 64 and d = 128, the dims of nearly every

@@ -252,24 +252,8 @@ __global__ void __launch_bounds__(V2Tiles<D>::kThreads) attention_fwd_v2_mma_syn
     __syncthreads();   // every warp is done with this stage before tile t + 2 is copied into it
   }
 
-  // O = acc / l, L = (m + log2 l) · ln 2 (m is in base 2). l is summed over the quad here,
-  // once: its parts were all rescaled by the same corrections. No key seen: O = 0, L = -inf.
-  T* g_o = static_cast<T*>(a.o) + bh * a.Sq * D;
-#pragma unroll
-  for (int rr = 0; rr < 2; ++rr) {
-    float sum = l[rr];
-    sum += __shfl_xor_sync(klab::kFullMask, sum, 1);
-    sum += __shfl_xor_sync(klab::kFullMask, sum, 2);
-    const int row = row0 + rr * 8;
-    if (row >= a.Sq) continue;
-    const float inv = sum > 0.f ? 1.f / sum : 0.f;
-    T* g_row = g_o + static_cast<i64>(row) * D;
-#pragma unroll
-    for (int n = 0; n < kNO; ++n)
-      *reinterpret_cast<uint32_t*>(g_row + n * 8 + 2 * c) =
-          klab::pack_pair<T>(r_o[n][2 * rr] * inv, r_o[n][2 * rr + 1] * inv);
-    if (c == 0) a.lse[bh * a.Sq + row] = sum > 0.f ? (m[rr] + log2f(sum)) * 0.69314718f : -INFINITY;
-  }
+  // O = acc / l and L, by the lesson's one epilogue (attention.cuh).
+  store_rows<T, D>(a, bh, row0, c, &r_o[0][0], m, l);
 }
 
 // ============================================================================================

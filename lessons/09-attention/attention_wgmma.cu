@@ -389,24 +389,9 @@ __global__ void __launch_bounds__(V3Tiles<D, CONS>::kThreads, 1)
       release(tiles - 1);
     }
 
-    // O = acc / l, L = (m + log2 l) ln 2 (m is in base 2). l is summed over the quad once
-    // here. A row that saw no key: O = 0, L = -inf. Rows past Sq were zero rows of Q: not stored.
-    T* g_o = static_cast<T*>(a.o) + static_cast<i64>(wk.bh) * a.Sq * D;
-#pragma unroll
-    for (int rr = 0; rr < 2; ++rr) {
-      float sum = l[rr];
-      sum += __shfl_xor_sync(klab::kFullMask, sum, 1);
-      sum += __shfl_xor_sync(klab::kFullMask, sum, 2);
-      const int row = row0 + rr * 8;
-      if (row >= a.Sq) continue;
-      const float inv = sum > 0.f ? 1.f / sum : 0.f;
-      T* g_row = g_o + static_cast<i64>(row) * D;
-#pragma unroll
-      for (int n = 0; n < D / 8; ++n)
-        *reinterpret_cast<uint32_t*>(g_row + n * 8 + 2 * c) =
-            klab::pack_pair<T>(r_o[4 * n + 2 * rr] * inv, r_o[4 * n + 2 * rr + 1] * inv);
-      if (c == 0) a.lse[static_cast<i64>(wk.bh) * a.Sq + row] = sum > 0.f ? (m[rr] + log2f(sum)) * 0.69314718f : -INFINITY;
-    }
+    // O = acc / l and L, by the lesson's one epilogue (attention.cuh). Rows past Sq were
+    // zero rows of Q: not stored.
+    store_rows<T, D>(a, wk.bh, row0, c, r_o, m, l);
     if (tiles > 0) {
       u += tiles;
       ++qi;
