@@ -280,10 +280,12 @@ def torch_lines(j, rel, recs, trel, readme_dir):
                f"{t.get('cuda', '?')}): {run_date(t, trel)}. Medians of L2-flushed launches; the ratios are "
                "PyTorch's median over klab's (above 1: klab is faster).", ""]
     # PyTorch's columns for an op: the impls tools/torch_figures.py measured for it, in its
-    # order (eager and torch.compile for lessons 06-08, the SDPA backends for attention).
+    # order (eager and torch.compile for lessons 06-08 and 11's cross-entropy, the SDPA backends
+    # for attention, the fused and foreach AdamW for lesson 11).
     labels = {"torch_eager": ("PyTorch eager", "vs eager"), "torch_compile": ("torch.compile", "vs compile"),
               "torch_flash": ("PyTorch flash", "vs flash"), "torch_cudnn": ("PyTorch cuDNN", "vs cuDNN"),
-              "torch_math": ("PyTorch math", "vs math")}
+              "torch_math": ("PyTorch math", "vs math"),
+              "torch_fused": ("PyTorch fused", "vs fused"), "torch_foreach": ("PyTorch foreach", "vs foreach")}
     impls_of = {}
     for r in t["rows"]:
         impls_of.setdefault(r["op"], [])

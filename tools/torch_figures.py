@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
-"""PyTorch's eager and torch.compile figures for the ops of lessons 06-08, and its attention
-backends for lesson 09, at the lessons' bench shapes, timed the way `klab bench` times a
-kernel.
+"""PyTorch's eager and torch.compile figures for the ops of lessons 06-08, its attention
+backends for lesson 09, and its AdamW and cross-entropy for lesson 11, at the lessons' bench
+shapes, timed the way `klab bench` times a kernel.
 
     python3 tools/torch_figures.py [--ops add_mul,layernorm,...] [--out FILE.json]
                                    [--time-cap SECONDS] [--no-compile] [--smoke]
@@ -19,7 +19,10 @@ Timing, as in klab's harness (docs/design.md, "Timing"): fresh inputs per shape,
 GPU held back by a short sleep while Python enqueues the call (the time is the kernels',
 not the dispatch's); the median is reported, with the minimum and maximum. GB/s counts the op's minimal bytes, as the
 klab op does: every input read once and every output written once (for the backward: x,
-dy and the weight read, dx written, the weight gradients counted once each).
+dy and the weight read, dx written, the weight gradients counted once each). One exception
+to the fresh inputs: adamw, an optimizer, changes its parameters and moments in place, so
+they are made once and each timed call is the next step (each step moves them a little, as
+in training).
 
 What each op runs:
   add_mul             (a + b) * c
@@ -46,9 +49,34 @@ What each op runs:
                       diagonal top-left, lesson 09 bottom-right: the same mask for these square
                       problems. No torch.compile rows (the backends are the kernels). A backend
                       that refuses a problem is skipped with its reason.
+  adamw               one optimizer.step() of torch.optim.AdamW (lr 1e-3, betas (0.9, 0.999),
+                      eps 1e-8, weight_decay 0.1) over lesson 11's bench problem: 2^26 fp32
+                      parameters in 13 tensors sized as training.cuh's adamw_sizes sizes them
+                      (shape [params, tensors, steps] = [2^26, 13, 1], variant plain). Two impls:
+                      torch_fused (fused=True: one fused kernel family over all tensors) and
+                      torch_foreach (foreach=True, fused=False: the _foreach_* kernels). The
+                      gradients (uniform in [-1, 1)) are set once, and one step before the
+                      timing creates exp_avg and exp_avg_sq; every timed call is then the next
+                      step, so the parameters and moments move from call to call (as training's
+                      do; the work does not depend on the values). GB/s counts 28 bytes a
+                      parameter (p, g, m, v read; p, m, v written), as the klab op does. No
+                      torch.compile rows.
+  cross_entropy_fwd   F.cross_entropy(logits, targets, ignore_index=-100, reduction="mean") on
+                      bf16 logits {rows, vocab} (uniform in [-8, 8), lesson 11's variant random)
+                      and int64 targets, uniform over the vocabulary with one row in eight
+                      ignored (-100); the loss alone, with no autograd graph. GB/s as the klab
+                      op counts it: the logits read once, targets (int32 there, 4 bytes a row)
+                      read, each row's log-sum-exp (4 bytes) and the loss written
+  cross_entropy_bwd   the gradient of that loss with respect to the logits (autograd.grad, the
+                      forward run once before the timing and its graph kept): eager runs
+                      nll_loss's and log_softmax's backward kernels, torch.compile the backward
+                      graph it compiled with the forward (variant out: dlogits a new tensor).
+                      GB/s as the klab op counts it: the logits read and dlogits written once,
+                      8 bytes a row (targets and the saved log-sum-exp)
 
 The output JSON: {"device", "torch", "cuda", "date", "rows": [{"op", "shape", "dtype",
-"variant", "impl" ("torch_eager" or "torch_compile"), "median_ms", "min_ms", "max_ms", "reps",
+"variant", "impl" ("torch_eager" or "torch_compile"; attention_fwd's backends torch_flash
+and torch_cudnn; adamw's torch_fused and torch_foreach), "median_ms", "min_ms", "max_ms", "reps",
 "gbps" (memory-bound ops) or "tflops" (linear_bias_act, attention_fwd: lesson 09's count,
 4 B Hq d times the visible (query, key) pairs)}]}. `--smoke` runs tiny shapes on
 whatever device is there (the CPU too) to check the script itself.
@@ -56,6 +84,7 @@ whatever device is there (the CPU too) to check the script itself.
 import argparse
 import datetime
 import json
+import math
 import statistics
 import sys
 import time
@@ -64,8 +93,12 @@ ROWS_COLS = [(8192, 768), (8192, 4096), (4096, 16384)]
 LINEAR = [(8192, 3072, 768), (8192, 768, 3072), (4096, 4096, 4096)]
 ATTENTION = [(4, 16, 16, 4096, 4096, 128), (8, 16, 16, 4096, 4096, 64), (1, 16, 16, 16384, 16384, 128),
              (4, 32, 8, 4096, 4096, 128)]
+CROSS_ENTROPY = [(8192, 50257), (4096, 128256)]   # lesson 11's (rows, vocab): GPT-2's and Llama 3's
+ADAMW = [(1 << 26, 13, 1)]                        # lesson 11's (params, tensors, steps)
 OPS = ["add_mul", "linear_bias_act", "dropout", "dropout_residual_layernorm", "dropout_residual_layernorm_backward",
-       "layernorm", "layernorm_backward", "rmsnorm", "rmsnorm_backward", "attention_fwd"]
+       "layernorm", "layernorm_backward", "rmsnorm", "rmsnorm_backward", "attention_fwd", "adamw",
+       "cross_entropy_fwd", "cross_entropy_bwd"]
+IGNORE_INDEX = -100
 
 
 def parse_args():
@@ -83,6 +116,20 @@ def parse_args():
     if a.time_cap <= 0:
         ap.error("--time-cap must be > 0")
     return a
+
+
+def adamw_sizes(params, tensors):
+    """The sizes of adamw's tensors, as lessons/11-training-kernels/training.cuh's adamw_sizes
+    computes them (the same doubles, in the same order): each a share of `params` by a weight
+    cycled from the list, rounded down; the last takes the rest."""
+    weight = (4.0, 0.001, 3.0, 1.0, 0.0003, 12.0, 0.002, 2.0)
+    total = 0.0
+    for k in range(tensors):
+        total += weight[k % len(weight)]
+    n = [math.floor(float(params) * weight[k % len(weight)] / total) for k in range(tensors - 1)]
+    if tensors > 0:
+        n.append(params - sum(n))
+    return n
 
 
 class Timer:
@@ -130,6 +177,13 @@ def cases(op, smoke):
     if op == "attention_fwd":
         shapes = [(1, 4, 2, 65, 65, 64)] if smoke else ATTENTION
         return [(s, "bf16", v) for s in shapes for v in ("", "causal")]
+    if op == "adamw":
+        # 2^17 is the smallest power of two whose smallest tensor (a weight of 0.0003 in 30)
+        # is not empty.
+        return [(s, "f32", "plain") for s in ([(1 << 17, 13, 1)] if smoke else ADAMW)]
+    if op.startswith("cross_entropy"):
+        shapes = [(64, 1003)] if smoke else CROSS_ENTROPY
+        return [(s, "bf16", "random" if op == "cross_entropy_fwd" else "out") for s in shapes]
     shapes = [(64, 96)] if smoke else ROWS_COLS
     # The variant as the klab op names it: dropout's probability.
     variant = "p0.1" if op.startswith("dropout") else ""
@@ -160,6 +214,38 @@ def build(torch, op, shape, dtype, variant, device):
         pairs = Sq * (Sq + 1) // 2 if causal else Sq * Sk
         return (lambda: F.scaled_dot_product_attention(q, k, v, is_causal=causal, enable_gqa=Hq != Hkv)), \
             4.0 * B * Hq * d * pairs, "tflops"
+    if op == "adamw":
+        params, tensors, steps = shape
+        assert steps == 1, "one optimizer.step() a timed call"
+
+        def optimizer(fused):
+            """One optimizer's step, its state made by one step first."""
+            g.manual_seed(2)   # the same values for either impl
+            ps = []
+            for n in adamw_sizes(params, tensors):
+                p = rand(n, grad=True)
+                p.grad = rand(n)
+                ps.append(p)
+            opt = torch.optim.AdamW(ps, lr=1e-3, betas=(0.9, 0.999), eps=1e-8, weight_decay=0.1,
+                                    **({"fused": True} if fused else {"foreach": True, "fused": False}))
+            opt.step()
+            return opt.step
+        # per parameter: p, g, m, v read and p, m, v written
+        return optimizer, 28 * params * steps, "gbps"
+    if op.startswith("cross_entropy"):
+        rows, vocab = shape
+        bwd = op == "cross_entropy_bwd"
+        logits = (rand(rows, vocab) * 8).requires_grad_(bwd)   # lesson 11's [-8, 8), exact in bf16
+        targets = torch.randint(0, vocab, (rows,), generator=g, device=device)
+        ignored = torch.rand(rows, generator=g, device=device) < 0.125
+        targets = targets.masked_fill(ignored, IGNORE_INDEX)
+        fwd = lambda: F.cross_entropy(logits, targets, ignore_index=IGNORE_INDEX, reduction="mean")  # noqa: E731
+        if not bwd:
+            # logits and the (int32 in klab) targets read, the loss and each row's lse written
+            return fwd, rows * vocab * size + 8 * rows + 4, "gbps"
+        # logits read and dlogits written, 8 bytes a row (targets and lse); dy None: the loss
+        # is a scalar, its gradient 1
+        return ("backward", fwd, (logits,), None), 2 * rows * vocab * size + 8 * rows, "gbps"
     if op == "linear_bias_act":
         M, N, K = shape
         x, w, bias = rand(M, K), rand(N, K), rand(N)
@@ -218,7 +304,16 @@ def attention_backends(torch, fn, device):
     return [("torch_flash", only(SDPBackend.FLASH_ATTENTION)), ("torch_cudnn", only(SDPBackend.CUDNN_ATTENTION))]
 
 
+def adamw_impls(optimizer):
+    """adamw's two PyTorch implementations, each made (parameters, gradients, state) just
+    before it is timed, so that the two need not hold theirs at once."""
+    return [("torch_fused", ("optimizer", lambda: optimizer(True))),
+            ("torch_foreach", ("optimizer", lambda: optimizer(False)))]
+
+
 def timed(torch, timer, fn):
+    if isinstance(fn, tuple) and fn[0] == "optimizer":
+        return timer(fn[1]())
     if isinstance(fn, tuple):   # a backward: the forward once, the gradients timed (dy a tuple
         # where the forward returns several outputs)
         _, fwd, params, dy = fn
@@ -247,6 +342,8 @@ def main():
             impls = [("torch_eager", fn)]
             if op == "attention_fwd":
                 impls = attention_backends(torch, fn, device)
+            elif op == "adamw":
+                impls = adamw_impls(fn)
             elif not a.no_compile:
                 if isinstance(fn, tuple):
                     impls.append(("torch_compile", (fn[0], torch.compile(fn[1]), fn[2], fn[3])))
