@@ -11,9 +11,9 @@ file-name order they came out by hash, and every autotune label and --candidate 
 configuration than it named. For each generated lessons/*/triton/STEM.c under BUILD_DIR and
 its lessons/*/STEM.py, compares the two; then compares the C++ tables that name the
 candidates (kTritonNames, kSwigluTritonNames, kRowTiles and kLoopConfigs, kTritonStage1,
-lesson 09's kTritonNamesD64 and kTritonNamesD128) with the Python lists
-they follow. CPU only. Exit 0 with a summary, 1 with a line per
-launcher out of order.
+lesson 09's kTritonNamesD64 and kTritonNamesD128, lesson 11's kFwdNames, kBwdNames and
+kBwdChunks, kChunkNames and kChunks) with the Python lists they follow. CPU only. Exit 0 with
+a summary, 1 with a line per launcher out of order.
 """
 import re
 import sys
@@ -115,6 +115,23 @@ same("lessons/03-reductions/reductions.cuh kTritonStage1",
      [(int(c), n) for c, n in re.findall(r'\{(\d+), "([^"]+)"\}', block("lessons/03-reductions/reductions.cuh",
                                                                         "kTritonStage1"))],
      [(c, f"chunk{c}/{b}/{w}w") for c, b, w in rd.STAGE1_CONFIGS])
+ce = module("lessons/11-training-kernels/cross_entropy_triton.py")
+same("lessons/11-training-kernels/cross_entropy_triton_impl.cu kFwdNames",
+     re.findall(r'"([^"]+)"', block("lessons/11-training-kernels/cross_entropy_triton_impl.cu", "kFwdNames")),
+     [f"{b}/{w}w" + ("/prefetch" if pf else "") for b, w, pf in ce.FWD_CONFIGS])
+same("lessons/11-training-kernels/cross_entropy_triton_impl.cu kBwdNames",
+     re.findall(r'"([^"]+)"', block("lessons/11-training-kernels/cross_entropy_triton_impl.cu", "kBwdNames")),
+     [f"{b}/{w}w/{c}" for b, w, c in ce.BWD_CONFIGS])
+same("lessons/11-training-kernels/cross_entropy_triton_impl.cu kBwdChunks",
+     [int(c) for c in re.findall(r"\d+", block("lessons/11-training-kernels/cross_entropy_triton_impl.cu", "kBwdChunks"))],
+     [c for _, _, c in ce.BWD_CONFIGS])
+aw = module("lessons/11-training-kernels/adamw_triton.py")
+same("lessons/11-training-kernels/adamw_triton_impl.cu kChunkNames",
+     re.findall(r'"([^"]+)"', block("lessons/11-training-kernels/adamw_triton_impl.cu", "kChunkNames")),
+     [str(c) for c in aw.CHUNKS])
+same("lessons/11-training-kernels/adamw_triton_impl.cu kChunks",
+     [int(c) for c in re.findall(r"\d+", block("lessons/11-training-kernels/adamw_triton_impl.cu", "kChunks"))],
+     list(aw.CHUNKS))
 
 print("\n".join(problems) if problems else
       f"triton_algo_order: {checked} launchers and candidate-name tables in AOT-list order")
