@@ -27,6 +27,7 @@
 #include <string>
 #include <vector>
 
+#include "klab/cublas.hpp"
 #include "klab/error.hpp"
 #include "klab/kernels.cuh"
 #include "klab/op.hpp"
@@ -380,15 +381,6 @@ void run_v4_tile64_ilp(const klab::Launch& l) {
 // cols); row-major y (cols x rows) is column-major C (rows x cols, ldc = rows). So
 // C = A^T: geam with transa = T, m = rows, n = cols. B is not needed (beta = 0); it is
 // passed as A again (with the same transpose) so no uninitialised memory is ever read.
-cublasHandle_t cublas_handle() {
-  static cublasHandle_t h = [] {
-    cublasHandle_t t = nullptr;
-    KLAB_CHECK_CUBLAS(cublasCreate(&t));
-    return t;
-  }();
-  return h;
-}
-
 std::string cublas_supports(const Problem& p) {
   if (p.dtype != DType::f32) return "cuBLAS has no bf16 geam (transpose baseline is f32 only)";
   const std::int64_t lim = 2147483647;
@@ -399,7 +391,7 @@ std::string cublas_supports(const Problem& p) {
 void run_cublas(const klab::Launch& l) {
   const std::int64_t rows = l.problem.shape[0], cols = l.problem.shape[1];
   if (rows == 0 || cols == 0) return;
-  cublasHandle_t h = cublas_handle();
+  cublasHandle_t h = klab::cublas_handle();
   KLAB_CHECK_CUBLAS(cublasSetStream(h, l.stream));
   const float one = 1.0f, zero = 0.0f;
   const float* a = l.in[0].as<float>();

@@ -19,7 +19,7 @@
 // 1000x1001x999 bf16 it did, and a few outputs landed past the bf16 tolerance our kernels
 // are held to (the README, "Baselines", has the numbers). Our kernels (v12_splitk included) keep every
 // partial in fp32 and round once; a baseline that rounds more often is faster by a
-// shortcut the lesson's kernels do not take. So the handle carries
+// shortcut the lesson's kernels do not take. So the handle (klab::cublas_handle(), klab/cublas.hpp) carries
 // CUBLAS_MATH_DISALLOW_REDUCED_PRECISION_REDUCTION: any split-K reduction is done in the
 // compute type (fp32). It changes nothing for f32 outputs (compute and output type agree).
 //
@@ -29,27 +29,13 @@
 #include <cublas_v2.h>
 #include <cuda_runtime.h>
 
-#include <mutex>
-
+#include "klab/cublas.hpp"
 #include "klab/error.hpp"
 #include "klab/op.hpp"
 #include "matmul.cuh"
 
 namespace lesson05 {
 namespace {
-
-// One handle for every call here; its math mode is the default (the compute type of each
-// call decides pedantic fp32, TF32 or bf16 tensor cores) plus the fp32-reduction flag.
-cublasHandle_t handle() {
-  static cublasHandle_t h = [] {
-    cublasHandle_t x = nullptr;
-    KLAB_CHECK_CUBLAS(cublasCreate(&x));
-    KLAB_CHECK_CUBLAS(cublasSetMathMode(
-        x, static_cast<cublasMath_t>(CUBLAS_DEFAULT_MATH | CUBLAS_MATH_DISALLOW_REDUCED_PRECISION_REDUCTION)));
-    return x;
-  }();
-  return h;
-}
 
 struct ColMajorCall {
   cublasOperation_t op_b, op_a;  // on the swapped operands: first B, then A
@@ -95,14 +81,15 @@ void gemm_cublas(const klab::Launch& l) {
   const cublasComputeType_t ct = bf ? CUBLAS_COMPUTE_32F
                                     : (MODE == Mode::tf32 ? CUBLAS_COMPUTE_32F_FAST_TF32 : CUBLAS_COMPUTE_32F_PEDANTIC);
   const float alpha = 1.f, beta = 0.f;
-  KLAB_CHECK_CUBLAS(cublasSetStream(handle(), l.stream));
+  cublasHandle_t h = klab::cublas_handle();
+  KLAB_CHECK_CUBLAS(cublasSetStream(h, l.stream));
   if (l.problem.shape.size() == 3) {
-    KLAB_CHECK_CUBLAS(cublasGemmEx(handle(), c.op_b, c.op_a, c.m, c.n, c.k, &alpha, l.in[1].data, t, c.ldb,
+    KLAB_CHECK_CUBLAS(cublasGemmEx(h, c.op_b, c.op_a, c.m, c.n, c.k, &alpha, l.in[1].data, t, c.ldb,
                                    l.in[0].data, t, c.lda, &beta, l.out[0].data, t, c.ldc, ct, CUBLAS_GEMM_DEFAULT));
   } else {
     const long long sa = static_cast<long long>(s.M) * s.K, sb = static_cast<long long>(s.K) * s.N,
                     sc = static_cast<long long>(s.M) * s.N;
-    KLAB_CHECK_CUBLAS(cublasGemmStridedBatchedEx(handle(), c.op_b, c.op_a, c.m, c.n, c.k, &alpha, l.in[1].data, t,
+    KLAB_CHECK_CUBLAS(cublasGemmStridedBatchedEx(h, c.op_b, c.op_a, c.m, c.n, c.k, &alpha, l.in[1].data, t,
                                                  c.ldb, sb, l.in[0].data, t, c.lda, sa, &beta, l.out[0].data, t,
                                                  c.ldc, sc, s.batch, ct, CUBLAS_GEMM_DEFAULT));
   }
@@ -120,13 +107,14 @@ void run_gemv_cublas(const klab::Launch& l) {
     return;
   }
   const float alpha = 1.f, beta = 0.f;
-  KLAB_CHECK_CUBLAS(cublasSetStream(handle(), l.stream));
+  cublasHandle_t h = klab::cublas_handle();
+  KLAB_CHECK_CUBLAS(cublasSetStream(h, l.stream));
   if (l.problem.dtype == klab::DType::f32) {
-    KLAB_CHECK_CUBLAS(cublasSgemv(handle(), CUBLAS_OP_T, K, M, &alpha, l.in[0].as<float>(), K,
+    KLAB_CHECK_CUBLAS(cublasSgemv(h, CUBLAS_OP_T, K, M, &alpha, l.in[0].as<float>(), K,
                                   l.in[1].as<float>(), 1, &beta, l.out[0].as<float>(), 1));
   } else {
     // yᵀ (1, M) = xᵀ (1, K) · Aᵀ (K, M): column-major m = 1, n = M, k = K.
-    KLAB_CHECK_CUBLAS(cublasGemmEx(handle(), CUBLAS_OP_N, CUBLAS_OP_N, 1, M, K, &alpha, l.in[1].data, CUDA_R_16BF, 1,
+    KLAB_CHECK_CUBLAS(cublasGemmEx(h, CUBLAS_OP_N, CUBLAS_OP_N, 1, M, K, &alpha, l.in[1].data, CUDA_R_16BF, 1,
                                    l.in[0].data, CUDA_R_16BF, K, &beta, l.out[0].data, CUDA_R_16BF, 1,
                                    CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT));
   }

@@ -37,10 +37,10 @@
 // softmax reads only the visible ones and still writes every P (zeros past the diagonal),
 // and P·V reads all of P.
 //
-// cuBLAS's settings: one handle for the process, created on first use (in the harness's
-// warm-up, never in a timed launch), its stream set at every launch; the math mode is
-// CUBLAS_DEFAULT_MATH | CUBLAS_MATH_DISALLOW_REDUCED_PRECISION_REDUCTION, as lesson 05's
-// cuBLAS baseline (matmul_cublas.cu). That flag matters for product 3 only: with a 16-bit
+// cuBLAS's settings: klab::cublas_handle() (klab/cublas.hpp), the process's one handle,
+// created on first use (in the harness's warm-up, never in a timed launch), its stream set at
+// every launch; the math mode is CUBLAS_DEFAULT_MATH |
+// CUBLAS_MATH_DISALLOW_REDUCED_PRECISION_REDUCTION, as for lesson 05's cuBLAS baseline. That flag matters for product 3 only: with a 16-bit
 // output cuBLAS may split K = Sk (long rows, few output tiles: decoding's one query row) and
 // add the partial products in the output type, each rounded to 16 bits first; the flag keeps
 // every partial in fp32, as our kernels do. Product 1 writes fp32, the compute type: the
@@ -75,6 +75,7 @@
 
 #include "attention.cuh"
 #include "klab/device/online_softmax.cuh"
+#include "klab/cublas.hpp"
 #include "klab/error.hpp"
 #include "klab/kernels.cuh"
 #include "klab/op.hpp"
@@ -211,19 +212,6 @@ std::string supports_v0(const klab::Problem& p) {
   return "";
 }
 
-// One handle for the process (lesson 05's pattern): cuBLAS's math mode plus the flag that
-// keeps split-K partial sums in fp32 (the header comment).
-cublasHandle_t v0_cublas_handle() {
-  static cublasHandle_t h = [] {
-    cublasHandle_t x = nullptr;
-    KLAB_CHECK_CUBLAS(cublasCreate(&x));
-    KLAB_CHECK_CUBLAS(cublasSetMathMode(
-        x, static_cast<cublasMath_t>(CUBLAS_DEFAULT_MATH | CUBLAS_MATH_DISALLOW_REDUCED_PRECISION_REDUCTION)));
-    return x;
-  }();
-  return h;
-}
-
 // Row-major through column-major cuBLAS: a row-major (R, C) matrix is the column-major
 // (C, R) matrix, its transpose. For batch entry z = b Hkv + hk (G = Hq / Hkv, M = G Sq rows):
 //   S (M, Sk) = Q (M, d) · K (Sk, d)ᵀ   is column-major   Sᵀ (Sk, M) = K · Qᵀ:
@@ -243,7 +231,7 @@ void run_v0_materialized_scores(const klab::Launch& l) {
   const int batch = static_cast<int>(s.B * s.Hkv);
   float* g_s = reinterpret_cast<float*>(static_cast<char*>(l.workspace) + kCublasWorkspace);
   const float one = 1.f, zero = 0.f;
-  cublasHandle_t h = v0_cublas_handle();
+  cublasHandle_t h = klab::cublas_handle();
   KLAB_CHECK_CUBLAS(cublasSetStream(h, l.stream));
   KLAB_CHECK_CUBLAS(cublasSetWorkspace(h, l.workspace, kCublasWorkspace));
 
