@@ -9,8 +9,9 @@
 // The table (adamw_triton.py's docstring has its layout) is built on the host and copied into
 // the workspace once per call, before the first step: one cudaMemcpyAsync of about 64 bytes a
 // tensor plus the padded chunk ends, from pageable memory (the runtime stages it before the
-// call returns, so the host buffer may go at once). What it costs is one more operation on
-// the stream, a copy's latency, not its bytes; every step after the first reuses the table
+// call returns, so the host buffer may go at once; to stage it the driver may first wait
+// for the stream's earlier work). What it costs is one more operation on the stream, a
+// copy's latency, not its bytes; every step after the first reuses the table
 // (step s finds its gradients at g + s · n · 4 bytes). A CUDA graph would replay the copy from
 // a host buffer that is gone by then, so the impl refuses a capturing stream (`--graph`).
 //

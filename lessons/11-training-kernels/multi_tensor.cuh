@@ -33,7 +33,7 @@ namespace lesson11 {
 inline constexpr int kTableTensors = 24;   // the table in 1.3 KB of the 4 KB of kernel arguments
 inline constexpr int kChunk = 8192;        // elements a chunk: 8 passes of 256 threads x 4
 inline constexpr int kThreads = 256;
-inline constexpr int kSumsqBlocks = 1024;  // partial sums of squares a table writes: 8 blocks an SM
+inline constexpr int kSumsqBlocks = 1024;  // partial sums of squares a table writes: ~8 blocks an SM
 
 struct AdamWTable {
   float* p[kTableTensors];
@@ -138,8 +138,10 @@ inline std::size_t sumsq_workspace(const klab::Problem& p) {
   return static_cast<std::size_t>((p.shape[1] + kTableTensors - 1) / kTableTensors) * kSumsqBlocks * sizeof(float);
 }
 
-// Blocks of an update launch: a grid-stride loop over the table's chunks, 8 blocks of 256
-// threads an SM (2048 threads, an H100 SM's limit), never more blocks than chunks.
+// Blocks of an update launch: a grid-stride loop over the table's chunks, a grid of 8 blocks
+// of 256 threads an SM (2048 threads, an H100 SM's limit, where the registers allow it: the
+// update's 62 registers a thread let 4 blocks run at once, and the loop hands the others'
+// chunks round; `klab inspect 11` shows both), never more blocks than chunks.
 inline unsigned update_blocks(const AdamWTable& t) {
   return static_cast<unsigned>(std::max(1, std::min(table_chunks(t), klab::sm_count() * 8)));
 }
