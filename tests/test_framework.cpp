@@ -8,6 +8,8 @@
 #include <limits>
 #include <mutex>
 #include <regex>
+#include <set>
+#include <string>
 #include <thread>
 
 #include "klab/cli.hpp"
@@ -472,6 +474,34 @@ TEST(Registry, EveryOpHasEdgeCaseShapes) {
     EXPECT_FALSE(op.bench_shapes.empty()) << op.name;
     for (const auto& m : missing_edge_cases(op)) ADD_FAILURE() << op.name << ": " << m;
   }
+}
+
+// --variant takes a list: each op keeps the listed variants it has, in its own order; an op
+// with none of them is left out; a listed name that no selected op has is a usage error,
+// and so is a selection that leaves nothing.
+TEST(Plan, VariantListsKeepEachOpsOwn) {
+  if (!registry().find_op("dropout") || !registry().find_op("attention_fwd"))
+    GTEST_SKIP() << "lessons 07 and 09 are not both in this build";
+  Selection s;
+  s.lessons = {"07", "09"};
+  s.ops = {"dropout", "attention_fwd"};
+  s.variants = {"p1", "causal", "p0"};
+  std::set<std::string> dropout_seen, attention_seen;
+  for (const auto& c : plan(s, false))
+    (c.op->name == "dropout" ? dropout_seen : attention_seen).insert(c.problem.variant);
+  EXPECT_EQ(dropout_seen, (std::set<std::string>{"p0", "p1"}));
+  EXPECT_EQ(attention_seen, (std::set<std::string>{"causal"}));
+  Selection typo = s;
+  typo.variants = {"p0", "causl"};
+  try {
+    plan(typo, false);
+    ADD_FAILURE() << "a listed variant no op has was accepted";
+  } catch (const UsageError& e) {
+    EXPECT_NE(std::string(e.what()).find("unknown variant 'causl'"), std::string::npos) << e.what();
+  }
+  Selection none = s;
+  none.variants = {"nope"};
+  EXPECT_THROW(plan(none, false), UsageError);
 }
 
 TEST(Plan, SelectsAndRejects) {

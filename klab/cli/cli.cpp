@@ -72,8 +72,8 @@ namespace {
 
 struct Common {
   std::vector<std::string> lessons;
-  std::vector<std::string> impls, ops;
-  std::string shape, dtype, variant, json, csv, candidate;
+  std::vector<std::string> impls, ops, variants;
+  std::string shape, dtype, json, csv, candidate;
   std::int64_t max_elems = 0;
   std::uint64_t seed = 0;
   bool seed_given = false, verbose = false, graph = false;
@@ -102,7 +102,8 @@ void add_selection(CLI::App* c, Common& o, bool lessons_positional = true) {
   c->add_option("--op", o.ops, "only these ops")->delimiter(',');
   c->add_option("--shape", o.shape, "one shape instead of the op's own, e.g. 4096x4096 or 2^28");
   c->add_option("--dtype", o.dtype, "one dtype: f32, f16, bf16, i32, u8");
-  c->add_option("--variant", o.variant, "one variant of ops that have them");
+  c->add_option("--variant", o.variants, "only these variants, of the ops that have them (repeatable or comma-separated)")
+      ->delimiter(',');
   c->add_option("--candidate", o.candidate,
                  "run this configuration of the autotuned impls instead of tuning (`klab list` names them); "
                  "`all` runs each one in turn (a sweep)");
@@ -120,7 +121,8 @@ Selection make_selection(const Common& o) {
     s.dtype = parse_dtype(o.dtype);
     if (!s.dtype) throw UsageError(fmt::format("bad dtype '{}': expected one of f32, f16, bf16, i32, u8", o.dtype));
   }
-  if (!o.variant.empty()) s.variant = o.variant;
+  for (const auto& v : o.variants)
+    if (!v.empty()) s.variants.push_back(v);
   s.max_elems = o.max_elems;
   return s;
 }
@@ -384,7 +386,7 @@ int cmd_bench(Common& o, Selection sel) {
 
 int cmd_run(Common& o, Selection sel) {
   // No filter and no --full: the tour (plan.hpp), a few minutes however large the curriculum.
-  sel.tour = !o.full && sel.ops.empty() && sel.impls.empty() && !sel.shape && !sel.dtype && !sel.variant &&
+  sel.tour = !o.full && sel.ops.empty() && sel.impls.empty() && !sel.shape && !sel.dtype && sel.variants.empty() &&
              sel.max_elems == 0 && o.candidate.empty();
   if (sel.tour && !o.time_cap_given) o.time_cap = 0.25;
   const auto vcases = keep_candidate(plan_cases(sel, false), o.candidate);

@@ -145,7 +145,7 @@ Plan make_plan(const Selection& sel, bool bench_shapes, const MemoryLimits& lim)
     if (std::none_of(ops.begin(), ops.end(), [&](const Op* o) { return o->name == name; }))
       throw UsageError(fmt::format("unknown op '{}' in the selected lessons (see `klab list`)", name));
 
-  std::set<std::string> impls_seen;
+  std::set<std::string> impls_seen, variants_seen, variants_known;
   std::vector<std::pair<std::string, std::string>> skipped;  // (op, why it produced no case)
   Plan out;
   std::vector<Case>& cases = out.cases;
@@ -175,15 +175,21 @@ Plan make_plan(const Selection& sel, bool bench_shapes, const MemoryLimits& lim)
       dtypes = {*sel.dtype};
     }
     std::vector<std::string> variants = op->variants;
-    if (sel.tour && bench_shapes && !sel.variant) variants.resize(1);
-    if (sel.variant) {
-      if (std::find(variants.begin(), variants.end(), *sel.variant) == variants.end()) {
+    if (sel.tour && bench_shapes && sel.variants.empty()) variants.resize(1);
+    if (!sel.variants.empty()) {   // the op's own that were listed, in the op's order
+      std::vector<std::string> listed;
+      for (const auto& v : variants) {
+        variants_known.insert(v);
+        if (std::find(sel.variants.begin(), sel.variants.end(), v) != sel.variants.end()) listed.push_back(v);
+      }
+      variants_seen.insert(listed.begin(), listed.end());
+      if (listed.empty()) {
         std::string vs;
         for (auto& v : op->variants) vs += (vs.empty() ? "" : ", ") + (v.empty() ? std::string("(none)") : v);
         skipped.push_back({op->name, fmt::format("{} takes variants {}", op->name, vs)});
         continue;
       }
-      variants = {*sel.variant};
+      variants = listed;
     }
     std::vector<Dims> shapes = bench_shapes ? op->bench_shapes : op->test_shapes;
     if (sel.tour && bench_shapes && shapes.size() > 1) shapes.resize(1);
@@ -230,6 +236,13 @@ Plan make_plan(const Selection& sel, bool bench_shapes, const MemoryLimits& lim)
     if (!others.empty()) why += fmt::format("; nor can {} (--op NAME gives the reason)", others);
     throw UsageError("nothing to run: " + why);
   }
+  // A listed variant that none of the selected ops has: a typo beside a name that matched.
+  for (const auto& v : sel.variants)
+    if (!variants_seen.count(v)) {
+      std::string known;
+      for (const auto& k : variants_known) known += (known.empty() ? "" : ", ") + (k.empty() ? std::string("(none)") : k);
+      throw UsageError(fmt::format("unknown variant '{}' for the selected ops (they take: {})", v, known));
+    }
   return out;
 }
 

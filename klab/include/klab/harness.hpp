@@ -33,7 +33,7 @@ struct Selection {
   std::vector<std::string> impls;      // empty: all (exercise impls only when asked)
   std::optional<Dims> shape;           // replaces the op's shapes
   std::optional<DType> dtype;          // replaces the op's dtypes
-  std::optional<std::string> variant;
+  std::vector<std::string> variants;   // empty: all of each op's; else those of them listed
   std::int64_t max_elems = 0;          // > 0: skip problems with a larger tensor (sanitizer runs)
   bool exercises = false;              // include impls of kind exercise
   bool only_exercises = false;
