@@ -52,9 +52,12 @@ double bytes_of(const Op& op, const Problem& p) { return op.bytes ? op.bytes(p) 
 // An op's bytes are what it must move: every output written once (at least that), each
 // input read at most once, an in-out input also written once. Counting more would credit a
 // kernel with traffic the op does not need; less than its outputs, with writes it skipped.
+// Not for an op bound by the link between GPUs (lesson 16): its bytes are what crosses each
+// GPU's link, the all-reduce's bus bytes (NCCL's definition), not its memory traffic.
 TEST(Bytes, EveryOpCountsBetweenItsOutputsAndItsTensors) {
   for (const Op& op : registry().ops())
     for (const Problem& p : all_problems(op)) {
+      if (op.bound == Bound::link) continue;
       const double b = bytes_of(op, p), out = tensor_bytes(op.outputs(p));
       const double all = tensor_bytes(op.inputs(p)) + out + tensor_bytes(op.inputs(p), true);
       EXPECT_GE(b, out) << op.name << " " << p.label();
@@ -97,7 +100,7 @@ TEST(Bytes, CausalSoftmaxCountsOnlyTheReadsItNeeds) {
 TEST(Bytes, ReadOnlyOpsAreJudgedAgainstTheReadPeak) {
   int read_only = 0;
   for (const Op& op : registry().ops()) {
-    if (op.bound == Bound::compute) continue;
+    if (op.bound == Bound::compute || op.bound == Bound::link) continue;
     bool reads_only = !op.bench_shapes.empty();
     for (const auto& s : op.bench_shapes)
       for (DType t : op.dtypes)
@@ -160,6 +163,7 @@ TEST(Peaks, CacheWithoutAPeakIsMeasuredAgain) {
 TEST(Peaks, TheLabelNamesThePeakUsed) {
   const Peaks p = sample_peaks();
   EXPECT_EQ(peak_for(p, Bound::memory_read, DType::f32), std::make_pair(3210.0, std::string("read 3210 GB/s")));
+  EXPECT_EQ(peak_for(p, Bound::link, DType::f32).first, 0.0);   // no percentage of an unmeasured peak
   EXPECT_EQ(peak_for(p, Bound::memory, DType::bf16), std::make_pair(2950.0, std::string("copy 2950 GB/s")));
   EXPECT_EQ(peak_for(p, Bound::compute, DType::bf16).first, 744);
   EXPECT_EQ(peak_for(p, Bound::compute, DType::f32).first, 51.2);

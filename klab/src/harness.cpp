@@ -442,10 +442,26 @@ void ensure_workspace(DeviceCase& dc, const Impl& im, const Problem& p) {
   if (need > dc.workspace.size()) dc.workspace = DeviceBuffer(need);
 }
 
+Launch launch_of(const Run& r, const Problem& p, const Inputs& in, const InputSet& set, DeviceCase& dc, cudaStream_t s) {
+  return Launch{p, views(set.in), views(dc.out), in.scalars, s, dc.workspace.get(), dc.workspace.size(), r.candidate,
+                &dc.chosen};
+}
+
 void launch_gpu(const Run& r, const Problem& p, const Inputs& in, const InputSet& set, DeviceCase& dc, cudaStream_t s) {
-  Launch l{p, views(set.in), views(dc.out), in.scalars, s, dc.workspace.get(), dc.workspace.size(), r.candidate,
-           &dc.chosen};
-  r.impl->run(l);
+  r.impl->run(launch_of(r, p, in, set, dc, s));
+  KLAB_CHECK_LAUNCH();
+}
+
+// Impl::stage and Impl::gather (an impl spanning several GPUs), around a launch and outside
+// its timed region; nothing for every other impl.
+void stage_gpu(const Run& r, const Problem& p, const Inputs& in, const InputSet& set, DeviceCase& dc, cudaStream_t s) {
+  if (!r.impl->stage) return;
+  r.impl->stage(launch_of(r, p, in, set, dc, s));
+  KLAB_CHECK_LAUNCH();
+}
+void gather_gpu(const Run& r, const Problem& p, const Inputs& in, const InputSet& set, DeviceCase& dc, cudaStream_t s) {
+  if (!r.impl->gather) return;
+  r.impl->gather(launch_of(r, p, in, set, dc, s));
   KLAB_CHECK_LAUNCH();
 }
 
@@ -499,7 +515,9 @@ void check_run(const Op& op, const Problem& p, const Run& r, Inputs& in, const R
       dc.ensure_device(in, s);
       ensure_workspace(dc, im, p);
       dc.prepare(dc.inputs, im, pattern, s);
+      stage_gpu(r, p, in, dc.inputs, dc, s);
       launch_gpu(r, p, in, dc.inputs, dc, s);
+      gather_gpu(r, p, in, dc.inputs, dc, s);
       KLAB_CHECK_CUDA(cudaStreamSynchronize(s));
       dc.read_back(dc.inputs);
       if (const std::string why = dc.inputs.intact(dc.in_specs, s); !why.empty()) {
@@ -699,7 +717,9 @@ void time_gpu(const Run& r, const Problem& p, const Inputs& in, DeviceCase& dc, 
     const auto w0 = std::chrono::steady_clock::now();
     for (int i = 0; i < 3 || std::chrono::duration<double>(std::chrono::steady_clock::now() - w0).count() < 0.02; ++i) {
       dc.prepare(dc.inputs, *r.impl, pattern, s);
+      stage_gpu(r, p, in, dc.inputs, dc, s);
       launch_gpu(r, p, in, dc.inputs, dc, s);
+      gather_gpu(r, p, in, dc.inputs, dc, s);
       KLAB_CHECK_CUDA(cudaStreamSynchronize(s));
       if (i >= 100) break;
     }
@@ -748,10 +768,12 @@ void time_gpu(const Run& r, const Problem& p, const Inputs& in, DeviceCase& dc, 
         // below), restore in-out inputs so every launch computes the same step, then
         // flush the L2 so no input or output line is warm.
         dc.prepare(dc.inputs, *r.impl, pattern, s);
+        stage_gpu(r, p, in, dc.inputs, dc, s);
         flusher.flush(s);
         KLAB_CHECK_CUDA(cudaEventRecord(start, s));
         launch_gpu(r, p, in, dc.inputs, dc, s);
         KLAB_CHECK_CUDA(cudaEventRecord(stop, s));
+        gather_gpu(r, p, in, dc.inputs, dc, s);
         KLAB_CHECK_CUDA(cudaEventSynchronize(stop));
         float ms = 0;
         KLAB_CHECK_CUDA(cudaEventElapsedTime(&ms, start, stop));
@@ -838,7 +860,9 @@ std::string recheck_gpu(const Op& op, const Problem& p, const Run& r, Inputs& in
   if (dc.fresh.empty()) dc.fresh.upload(fresh, dc.in_specs, s);
   for (int pass = 0; pass < (fresh_plan.two_pass() ? 2 : 1); ++pass) {
     dc.prepare(dc.fresh, *r.impl, fresh_plan.pass(pass), s);
+    stage_gpu(r, p, fresh, dc.fresh, dc, s);
     launch_gpu(r, p, fresh, dc.fresh, dc, s);
+    gather_gpu(r, p, fresh, dc.fresh, dc, s);
     KLAB_CHECK_CUDA(cudaStreamSynchronize(s));
     dc.read_back(dc.fresh);
     if (std::string why = dc.fresh.intact(dc.in_specs, s); !why.empty()) {
@@ -899,6 +923,8 @@ std::vector<BenchRecord> bench(const std::vector<Case>& cases, const RunOptions&
         if (why.empty() && r.candidate == -2) why = fmt::format("no candidate '{}' for this problem", r.candidate_name);
         if (why.empty() && rec.graph && has_inout)
           why = "graph mode replays launches back to back, and in-out inputs must be restored between them";
+        if (why.empty() && rec.graph && im->stage)
+          why = "graph mode replays launches back to back, and this impl stages each rank's data before every launch";
         if (!why.empty()) {
           rec.status = Status::unsupported;
           rec.message = why;

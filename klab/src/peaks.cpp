@@ -191,6 +191,7 @@ const Peaks& peaks() {
 std::pair<double, std::string> peak_for(const Peaks& p, Bound b, DType t) {
   if (b == Bound::memory) return {p.copy_gbps, fmt::format("copy {:.0f} GB/s", p.copy_gbps)};
   if (b == Bound::memory_read) return {p.read_gbps, fmt::format("read {:.0f} GB/s", p.read_gbps)};
+  if (b == Bound::link) return {0.0, "no peak: the link between GPUs is not measured"};
   switch (t) {
     case DType::bf16: return {p.bf16_tflops, fmt::format("cuBLAS bf16 {:.0f} TFLOP/s", p.bf16_tflops)};
     case DType::f16: return {p.f16_tflops, fmt::format("cuBLAS fp16 {:.0f} TFLOP/s", p.f16_tflops)};
@@ -198,6 +199,9 @@ std::pair<double, std::string> peak_for(const Peaks& p, Bound b, DType t) {
   }
 }
 
-std::pair<double, std::string> peak_for(Bound b, DType t) { return peak_for(peaks(), b, t); }
+std::pair<double, std::string> peak_for(Bound b, DType t) {
+  if (b == Bound::link) return peak_for(Peaks{}, b, t);   // nothing to measure for it
+  return peak_for(peaks(), b, t);
+}
 
 }  // namespace klab

@@ -82,8 +82,10 @@ struct SampledReference {
 // (bytes read + written). memory_read: the read bandwidth, for ops that read their input
 // and write a handful of values (sum, argmax, histogram, gemv): their bytes are nearly all
 // reads, which run faster than a copy, so the copy peak would credit them over 100%.
-// compute: the vendor GEMM rate of the dtype.
-enum class Bound { memory, memory_read, compute };
+// compute: the vendor GEMM rate of the dtype. link: the link between GPUs (lesson 16's
+// all-reduce, whose bytes are the bus bytes each GPU sends); it has no measured peak, so its
+// rows show no percentage and the vendor collective's row is their yardstick.
+enum class Bound { memory, memory_read, compute, link };
 
 struct Op {
   std::string lesson;                  // "01"
@@ -171,6 +173,14 @@ struct Impl {
   // The harness zero-fills the workspace before every launch (outside the timed region),
   // for impls whose scratch must start at zero (counters, atomic accumulators).
   bool zero_workspace = false;
+  // For an impl whose work spans several GPUs (lesson 16's ranks): `stage` runs before every
+  // launch and `gather` after it, both outside the timed region, with the launch's tensors.
+  // The harness's tensors live on device 0, so stage puts each other rank's share of the
+  // inputs, and its share of the poisoned outputs, on that rank's GPU; gather copies each
+  // rank's outputs back into the harness's, where they are checked like any output. Both
+  // only enqueue on the launch's stream. Graph mode cannot replay such an impl (reported).
+  std::function<void(const Launch&)> stage;
+  std::function<void(const Launch&)> gather;
   // For an impl that draws its own random numbers (a vendor generator, lesson 07's cuRAND
   // dropout): its outputs are a different, equally valid draw, so they are not compared
   // element by element with the reference; the op's `properties` judge them instead (what
