@@ -105,6 +105,58 @@ def device_line(j, date):
     return f"Device: {dev.get('name', '?')}, {date}. {p} Medians of L2-flushed launches; ratios from the same run."
 
 
+DTYPE_BYTES = {"f32": 4, "bf16": 2, "f16": 2, "i32": 4, "u8": 1}
+
+
+def fmt_bytes(b):
+    for unit, size in (("GB", 1 << 30), ("MB", 1 << 20), ("KB", 1 << 10)):
+        if b >= size:
+            return f"{b / size:g} {unit}"
+    return f"{b} B"
+
+
+def link_table(op, rows, base):
+    """An op bound by the link between GPUs (lesson 16's all-reduce, Bound::link): no measured
+    peak, so no percentage; its GB/s are bus bandwidth (NCCL's busbw), and the message each
+    rank holds (the last dimension times the element size) is the size that matters. One row
+    a problem, one column an impl (the baseline first): bus GB/s, then the baseline's median
+    or the impl's ratio to it."""
+    impls = []
+    for r in rows:
+        if r["impl"] not in impls:
+            impls.append(r["impl"])
+    if base in impls:
+        impls.remove(base)
+        impls.insert(0, base)
+    out = [f"**{op}** (bus GB/s, NCCL's busbw; beside it the {base or 'baseline'} median, or the ratio of "
+           f"the impl's time to it; no peak of the link is measured)", "",
+           "| ranks | bytes a rank | dtype | " + " | ".join(impls) + " |",
+           "| ---: | ---: | --- |" + " ---: |" * len(impls)]
+    problems = []
+    for r in rows:
+        key = (tuple(r["problem"]["shape"]), r["problem"]["dtype"])
+        if key not in problems:
+            problems.append(key)
+    problems.sort(key=lambda k: (k[1] != "f32", k[0][-1]))   # fp32 first, then by size
+    for shape, dtype in problems:
+        cells = []
+        for impl in impls:
+            r = next((x for x in rows if x["impl"] == impl and tuple(x["problem"]["shape"]) == shape
+                      and x["problem"]["dtype"] == dtype), None)
+            if r is None:
+                cells.append("-")
+                continue
+            note = fmt_ms(r["median_ms"]) if impl == base else (f"{r['speedup']:.2f}x" if r.get("speedup") else "-")
+            tel = r.get("telemetry") or {}
+            flag = " throttled" if tel.get("throttled") else ""
+            flag += "" if r["status"] == "pass" else f" {r['status']}"
+            rate = f"{r['gbps']:,.1f}" if r["gbps"] >= 10 else f"{r['gbps']:.2f}"
+            cells.append(f"{rate} ({note}){flag}")
+        out.append(f"| {shape[0]} | {fmt_bytes(shape[-1] * DTYPE_BYTES[dtype])} | {dtype} | " + " | ".join(cells) + " |")
+    out.append("")
+    return out
+
+
 def op_tables(recs):
     """Markdown lines: one table per op of `recs` (measured rows only, in the given order)."""
     out = []
@@ -129,6 +181,9 @@ def op_tables(recs):
             named = ", ".join(f"{pk} for {'/'.join(dts)}" for pk, dts in peaks.items())
         else:
             named = next(iter(peaks), "")
+        if all(r.get("peak", "").startswith("no peak") for r in rows):
+            out += link_table(op, rows, base)
+            continue
         out.append(f"**{op}**" + (f" (% of {named})" if named else ""))
         out.append("")
         out.append(f"| shape | dtype | impl | median | {unit} | % of peak | vs {base or 'baseline'} |")

@@ -1,0 +1,86 @@
+// Lesson 16 — nccl: the vendor all-reduce, NCCL's ncclAllReduce over one communicator a GPU.
+//
+// One host thread drives every GPU: ncclCommInitAll makes the communicators once (seconds,
+// outside any timing: the harness's warm-up pays it) and each launch enqueues every rank's
+// ncclAllReduce inside one ncclGroupStart/End, on that rank's stream, out of place (input
+// and output are different buffers, as in the rings). NCCL picks its algorithm (ring or tree)
+// and protocol per message size; NVLink SHARP (NVLS, the multicast all-reduce done inside
+// the NVSwitch) is switched off before the communicators exist, so the numbers are NCCL's
+// ring and tree over NVLink, the algorithms this lesson teaches (README).
+//
+// Built only where CMake found NCCL (KLAB_HAVE_NCCL); otherwise supports() says why.
+//
+//   klab bench 16 --impl nccl
+#include <cuda_runtime.h>
+
+#include <cstdlib>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "allreduce.cuh"
+#include "klab/error.hpp"
+#include "klab/op.hpp"
+#include "klab/ranks.hpp"
+
+#if KLAB_HAVE_NCCL
+#include <nccl.h>
+#endif
+
+namespace lesson16 {
+namespace {
+
+#if KLAB_HAVE_NCCL
+#define CHECK_NCCL(call)                                                                      \
+  do {                                                                                        \
+    const ncclResult_t e_ = (call);                                                           \
+    if (e_ != ncclSuccess) throw klab::Error(std::string(#call ": ") + ncclGetErrorString(e_)); \
+  } while (0)
+
+// The communicators of ranks 0 .. n−1, made once per rank count.
+const std::vector<ncclComm_t>& comms(int n) {
+  static std::map<int, std::vector<ncclComm_t>> made;
+  auto& c = made[n];
+  if (c.empty()) {
+    setenv("NCCL_NVLS_ENABLE", "0", 1);   // never the NVSwitch multicast (README: why)
+    std::vector<int> devices(n);
+    for (int r = 0; r < n; ++r) devices[r] = r;
+    c.resize(n);
+    CHECK_NCCL(ncclCommInitAll(c.data(), n, devices.data()));
+  }
+  return c;
+}
+
+void run_nccl(const klab::Launch& l) {
+  const RankIO io = rank_io(l);
+  if (io.n == 0) return;
+  const auto& cs = comms(io.ranks);
+  klab::Ranks& ranks = klab::Ranks::of(io.ranks);
+  const ncclDataType_t t = l.problem.dtype == klab::DType::bf16 ? ncclBfloat16 : ncclFloat32;
+  ranks.fork(l.stream);
+  CHECK_NCCL(ncclGroupStart());
+  for (int r = 0; r < io.ranks; ++r)
+    CHECK_NCCL(ncclAllReduce(io.in[r], io.out[r], static_cast<size_t>(io.n), t, ncclSum, cs[r], ranks.stream(r, l.stream)));
+  CHECK_NCCL(ncclGroupEnd());
+  ranks.join(l.stream);
+}
+
+std::string supports_nccl(const klab::Problem& p) { return klab::require_gpus(static_cast<int>(p.shape[0])); }
+#else
+void run_nccl(const klab::Launch&) {}
+std::string supports_nccl(const klab::Problem&) {
+  return "klab was built without NCCL (CMake found no nccl.h and libnccl; see the lesson's README)";
+}
+#endif
+
+KLAB_REGISTER(klab::register_impl({.op = "allreduce",
+                                   .name = "nccl",
+                                   .summary = "NCCL ncclAllReduce, one communicator a GPU, NVLS off",
+                                   .kind = klab::ImplKind::vendor,
+                                   .supports = supports_nccl,
+                                   .run = run_nccl,
+                                   .stage = stage,
+                                   .gather = gather}));
+
+}  // namespace
+}  // namespace lesson16
