@@ -29,6 +29,7 @@
 #include "klab/peaks.hpp"
 #include "klab/plan.hpp"
 #include "klab/progress.hpp"
+#include "klab/ranks.hpp"
 #include "klab/report.hpp"
 #include "klab/triton.hpp"
 #include "verb_exercise.hpp"
@@ -557,6 +558,14 @@ int cmd_doctor(bool remeasure) {
     std::printf("  L2                     %.1f MB\n", static_cast<double>(d.l2_bytes) / 1e6);
     std::printf("  shared memory          %zu KB per SM, %zu KB per block (opt-in)\n", d.smem_per_sm / 1024,
                 d.smem_per_block_optin / 1024);
+    // What the multi-GPU lesson can run: a shape of R ranks needs R GPUs (klab/ranks.hpp).
+    if (const int g = gpu_count(); g > 1) {
+      const std::string peers = require_peer_access(g);
+      std::printf("  GPUs                   %d (ranks of lesson 16; %s)\n", g,
+                  peers.empty() ? "peer access between every pair" : peers.c_str());
+    } else {
+      std::printf("  GPUs                   1 (lesson 16 runs its one-rank shapes; its others need more GPUs)\n");
+    }
     std::optional<Peaks> p = remeasure ? std::nullopt : load_peaks();
     if (!p) {
       std::printf("  measuring peaks (cached in %s):\n", peaks_cache_path(d.uuid).c_str());
