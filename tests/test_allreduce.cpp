@@ -10,13 +10,15 @@
 // k < k' by rank a when b is at most k' − k places after a around the ring. Two accesses of
 // one element, one a write, by different ranks or steps must be so ordered.
 //
-// Mistakes that must fail: the reduce working on segment (r − k) instead of (r − 1 − k); the
+// Mistakes that must fail: at two ranks, a bf16 sum truncated instead of rounded; the reduce
+// working on segment (r − k) instead of (r − 1 − k); the
 // gather copying a segment its neighbour does not yet hold complete; a ragged last segment one element short (left
 // poisoned); every rank's result shifted by one element; and, for the ordering, steps with
 // no wait between ranks (rank r would read rank r−1's partial before it is written).
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstring>
 #include <cstdint>
 #include <functional>
 #include <limits>
@@ -44,7 +46,18 @@ using Plan = std::function<RingStep(int r, int k, int ranks)>;
 struct Mistake {
   bool short_last = false;   // the last segment one element short
   bool shifted = false;      // every result one element late
+  bool truncated = false;    // the fp32 sum cut to bf16 (round toward zero) instead of rounded
 };
+
+// The fp32 sum as a kernel that drops the low 16 bits would store it in bf16.
+double truncate_to_bf16(double v) {
+  float f = static_cast<float>(v);
+  std::uint32_t bits;
+  std::memcpy(&bits, &f, 4);
+  bits &= 0xFFFF0000u;
+  std::memcpy(&f, &bits, 4);
+  return f;
+}
 
 // Rank r's result, row r of y, as the GPU computes it under `plan`.
 std::vector<HostTensor> ring_on_host(const Problem& p, const Inputs& in, const Plan& plan, Mistake mk = {}) {
@@ -64,8 +77,12 @@ std::vector<HostTensor> ring_on_host(const Problem& p, const Inputs& in, const P
       auto s = lesson16::segment(n, R, st.segment);
       if (mk.short_last && s.begin + s.count == n && s.count > 0) --s.count;
       for (i64 i = s.begin; i < s.begin + s.count; ++i)
-        next[r][i] = st.reduce ? round_to(p.dtype, in_at(r, i) + (st.from_input ? in_at(left, i) : out[left][i]))
-                               : out[left][i];
+        if (!st.reduce) {
+          next[r][i] = out[left][i];
+        } else {
+          const double sum = in_at(r, i) + (st.from_input ? in_at(left, i) : out[left][i]);
+          next[r][i] = mk.truncated ? truncate_to_bf16(sum) : round_to(p.dtype, sum);
+        }
     }
     out = std::move(next);
   }
@@ -162,6 +179,18 @@ TEST(Allreduce, RingMistakesFail) {
       if (s[0] > 1) EXPECT_NE(run_and_check(op, p, wrong_segment), "") << "reduce on segment r-k: " << p.label();
       if (s[1] > 1) EXPECT_NE(run_and_check(op, p, kLesson, {.shifted = true}), "") << "shifted: " << p.label();
       if (s[0] > 1) EXPECT_NE(run_and_check(op, p, kLesson, {.short_last = true}), "") << "last segment short: " << p.label();
+    }
+}
+
+// At two ranks the tolerance is half an ulp of the exact sum (allreduce_ops.cu): a kernel
+// that truncates instead of rounding is off by up to an ulp on about half the elements.
+TEST(Allreduce, TwoRanksMustRoundCorrectly) {
+  ALLREDUCE_OP(op);
+  for (const Dims& s : kShapes)
+    if (s[0] == 2 && s[1] >= 7) {
+      const Problem p{s, DType::bf16, ""};
+      EXPECT_EQ(run_and_check(op, p, kLesson), "") << p.label();
+      EXPECT_NE(run_and_check(op, p, kLesson, {.truncated = true}), "") << "truncated: " << p.label();
     }
 }
 
