@@ -1,18 +1,18 @@
 // Lesson 16 — the ring all-reduce, written by hand.
 //
-//   v1_ring_memcpy   the ring's 2(R−1) steps (below) with the copy engines moving each
-//                    segment into a staging buffer on the receiving GPU
-//                    (cudaMemcpyPeerAsync), then a kernel adding it to the rank's own part.
-//                    A step's copy and its add run one after the other.
-//   v2_ring_pipelined  v1 with each reduce step cut into chunks (none under 8 MB): the copy
-//                    engine brings chunk c+1 into one half of a double buffer, on a second
-//                    stream, while the kernel adds chunk c from the other half, so the add's
-//                    time hides behind the copies.
-//   v3_ring_p2p      the same steps with no copy: the add kernel loads the neighbour's
-//                    segment straight from its memory over NVLink (peer access), 16 bytes a
-//                    load and four loads in flight a thread, and the gather is a kernel of
-//                    such loads. Each segment crosses the link once and is read from local
-//                    memory once, where v1 also writes and re-reads the staging buffer.
+//   v1_ring_memcpy      the ring's 2(R−1) steps (below) with the copy engines moving each
+//                       segment into a staging buffer on the receiving GPU
+//                       (cudaMemcpyPeerAsync), then a kernel adding it to the rank's own
+//                       part. A step's copy and its add run one after the other.
+//   v2_ring_pipelined   v1 with each reduce step cut into chunks (none under 8 MB): the copy
+//                       engine brings chunk c+1 into one half of a double buffer, on a second
+//                       stream, while the kernel adds chunk c from the other half, so the
+//                       add's time hides behind the copies.
+//   v3_ring_p2p         the same steps with no copy: the add kernel loads the neighbour's
+//                       segment straight from its memory over NVLink (peer access), 16 bytes
+//                       a load and four loads in flight a thread, and the gather is a kernel
+//                       of such loads. Each segment crosses the link once and is written
+//                       once, where v1 also writes the staging buffer and reads it back.
 //
 // The ring. Rank r talks only to rank r−1 (it reads) and r+1 (which reads it); n is cut into
 // R segments (allreduce.cuh). Reduce-scatter, step k = 0 .. R−2: rank r adds its own part of
@@ -50,10 +50,10 @@ namespace {
 using std::int64_t;
 
 constexpr int kThreads = 256;
-constexpr int kUnroll = 4;   // 16-byte loads in flight a thread: a peer load waits ~1 µs
+constexpr int kUnroll = 4;   // 16-byte loads in flight a thread: a peer load crosses NVLink
 
 // ======================================================================================
-// Kernels of both versions (the technique is where `theirs` points)
+// The kernels every version shares (the technique is where `theirs` points)
 // ======================================================================================
 // out[i] = mine[i] + theirs[i], added in fp32 and rounded once to T. All three pointers
 // 16-byte aligned (segments start on multiples of 8 elements).
@@ -108,7 +108,7 @@ __global__ void ring_copy(T* __restrict__ out, const T* __restrict__ src, int64_
 }
 
 // ======================================================================================
-// The ring's steps, shared by both versions
+// The ring's steps, shared by every version
 // ======================================================================================
 // A copy-engine transfer into rank r's memory from rank r−1's, on stream s.
 void copy_from_left(int r, int ranks, void* dst, const void* src, std::size_t bytes, cudaStream_t s) {
