@@ -14,7 +14,8 @@
 // working on segment (r − k) instead of (r − 1 − k); the
 // gather copying a segment its neighbour does not yet hold complete; a ragged last segment one element short (left
 // poisoned); every rank's result shifted by one element; and, for the ordering, steps with
-// no wait between ranks (rank r would read rank r−1's partial before it is written).
+// no wait between ranks (rank r would read rank r−1's partial before it is written). Also:
+// the op's bus bytes and rank limits, and klab/ranks.hpp's GPU count and rank placement.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -27,7 +28,9 @@
 
 #include "../lessons/16-multi-gpu/allreduce.cuh"
 #include "klab/harness.hpp"
+#include "klab/error.hpp"
 #include "klab/op.hpp"
+#include "klab/ranks.hpp"
 #include "test_util.hpp"
 
 using namespace klab;
@@ -211,4 +214,30 @@ TEST(Allreduce, RingStepOrderLeavesNoRace) {
     EXPECT_EQ(race(R, 1000, kLesson, true), "") << R << " ranks";
     if (R >= 2) EXPECT_NE(race(R, 1000, kLesson, false), "") << R << " ranks, no wait between the ranks' steps";
   }
+}
+
+// klab/ranks.hpp on whatever machine runs the tests (none, one or several GPUs): a job of R
+// ranks needs R GPUs, and rank r runs on GPU r mod G.
+TEST(Ranks, NeedAGpuEachAndWrapAround) {
+  const int g = gpu_count();
+  EXPECT_EQ(require_gpus(g > 0 ? g : 1) == "", g > 0);
+  const std::string why = require_gpus(g + 1);
+  EXPECT_NE(why.find("needs " + std::to_string(g + 1) + " GPUs; this machine has " + std::to_string(g)), std::string::npos)
+      << why;
+  for (int r = 0; r < 10; ++r) EXPECT_EQ(rank_device(r), g > 0 ? r % g : 0) << r;
+  if (g == 0) EXPECT_THROW(Ranks::of(2), Error);
+}
+
+// The op's counts and limits: bus bytes 2(R − 1)/R of a rank's message (none for one rank),
+// bf16 up to 8 ranks, fp32 up to 1024.
+TEST(Allreduce, BusBytesAndRankLimits) {
+  ALLREDUCE_OP(op);
+  EXPECT_EQ(op.bytes(Problem{{1, 1000}, DType::f32, ""}), 0.0);
+  EXPECT_EQ(op.bytes(Problem{{2, 1000}, DType::f32, ""}), 4000.0);
+  EXPECT_EQ(op.bytes(Problem{{4, 1000}, DType::bf16, ""}), 3000.0);
+  EXPECT_EQ(op.validate(Problem{{8, 10}, DType::bf16, ""}), "");
+  EXPECT_NE(op.validate(Problem{{9, 10}, DType::bf16, ""}), "");
+  EXPECT_EQ(op.validate(Problem{{1024, 10}, DType::f32, ""}), "");
+  EXPECT_NE(op.validate(Problem{{1025, 10}, DType::f32, ""}), "");
+  EXPECT_NE(op.validate(Problem{{0, 10}, DType::f32, ""}), "");
 }
