@@ -6,7 +6,7 @@
 // and output are different buffers, as in the rings). NCCL picks its algorithm (ring or tree)
 // and protocol per message size; NVLink SHARP (NVLS, the multicast all-reduce done inside
 // the NVSwitch) is switched off before the communicators exist, so the numbers are NCCL's
-// ring and tree over NVLink, the algorithms this lesson teaches (README).
+// ring or tree over NVLink, algorithms of the kind this lesson teaches (README).
 //
 // Built only where CMake found NCCL (KLAB_HAVE_NCCL); otherwise supports() says why.
 //
