@@ -35,8 +35,9 @@ int rank_device(int r) {
 std::string require_gpus(int ranks) {
   const int have = gpu_count();
   if (ranks <= have) return "";
-  return fmt::format("needs {} GPUs; this machine has {} (the shapes with {} rank{} run here)", ranks, have, have,
-                     have == 1 ? "" : "s");
+  if (have == 0) return fmt::format("needs {} GPUs; this machine has 0", ranks);
+  return fmt::format("needs {} GPUs; this machine has {} (the shapes with {} rank{} run here)", ranks, have,
+                     have == 1 ? "1" : fmt::format("up to {}", have), have == 1 ? "" : "s");
 }
 
 std::string require_peer_access(int ranks) {
