@@ -10,13 +10,13 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
-#include <functional>
 #include <limits>
 #include <string>
 #include <vector>
 
 #include "../lessons/09-attention/attention_bwd_ref.hpp"
 #include "klab/rng.hpp"
+#include "test_util.hpp"
 
 namespace {
 
@@ -69,23 +69,6 @@ Vec random_vec(i64 n, std::uint64_t seed) {
   return v;
 }
 
-// The largest |analytic - numeric| over every element of x, relative to 1 + |numeric|.
-double worst_gap(Vec& x, const Vec& grad, const std::function<double()>& f) {
-  const double h = 1e-5;
-  double worst = 0;
-  for (std::size_t k = 0; k < x.size(); ++k) {
-    const double x0 = x[k];
-    x[k] = x0 + h;
-    const double up = f();
-    x[k] = x0 - h;
-    const double down = f();
-    x[k] = x0;
-    const double fd = (up - down) / (2 * h);
-    worst = std::max(worst, std::abs(grad[k] - fd) / (1 + std::abs(fd)));
-  }
-  return worst;
-}
-
 struct Case {
   BwdShape s;
   bool causal;
@@ -111,15 +94,15 @@ TEST(AttentionBackwardReference, MatchesFiniteDifferencesOfTheForward) {
     const auto f = [&] { return loss(s, c.causal, Q, K, V, dO); };
     const std::string where = std::to_string(s.Hq) + "/" + std::to_string(s.Hkv) + " heads, Sq " +
                               std::to_string(s.Sq) + ", Sk " + std::to_string(s.Sk) + (c.causal ? ", causal" : "");
-    EXPECT_LT(worst_gap(Q, dQ, f), 1e-7) << "dQ, " << where;
-    EXPECT_LT(worst_gap(K, dK, f), 1e-7) << "dK, " << where;
-    EXPECT_LT(worst_gap(V, dV, f), 1e-7) << "dV, " << where;
+    EXPECT_LT(klab_test::worst_fd_gap(Q, dQ, f), 1e-7) << "dQ, " << where;
+    EXPECT_LT(klab_test::worst_fd_gap(K, dK, f), 1e-7) << "dK, " << where;
+    EXPECT_LT(klab_test::worst_fd_gap(V, dV, f), 1e-7) << "dV, " << where;
     // Without D (O read as zeros) dS is P dP alone: dQ and dK must then disagree.
     const Vec zeros(O.size(), 0.0);
     Vec bQ, bK, bV;
     lesson09::attention_bwd_reference(s, c.causal, Get{&Q}, Get{&K}, Get{&V}, Get{&zeros}, Get{&dO}, Get{&L}, bQ, bK, bV);
-    EXPECT_GT(worst_gap(Q, bQ, f), 1e-3) << "dQ without D, " << where;
-    EXPECT_GT(worst_gap(K, bK, f), 1e-3) << "dK without D, " << where;
+    EXPECT_GT(klab_test::worst_fd_gap(Q, bQ, f), 1e-3) << "dQ without D, " << where;
+    EXPECT_GT(klab_test::worst_fd_gap(K, bK, f), 1e-3) << "dK without D, " << where;
   }
 }
 

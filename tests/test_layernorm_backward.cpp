@@ -22,6 +22,7 @@
 
 using namespace klab;
 using klab_test::check;
+using klab_test::worst_fd_gap;
 
 namespace {
 
@@ -54,23 +55,6 @@ std::vector<double> as_doubles(const HostTensor& t) {
   std::vector<double> v(static_cast<std::size_t>(t.numel()));
   for (i64 i = 0; i < t.numel(); ++i) v[static_cast<std::size_t>(i)] = t.get(i);
   return v;
-}
-
-// The largest |d L / d v_i (central difference) - grad_i| over the elements of v.
-template <class F>
-double worst_fd_gap(std::vector<double>& v, const std::vector<double>& grad, F&& l) {
-  constexpr double h = 1e-5;   // truncation ~h^2, rounding ~1e-16 |L| / h: both far below 1e-7
-  double worst = 0;
-  for (std::size_t i = 0; i < v.size(); ++i) {
-    const double keep = v[i];
-    v[i] = keep + h;
-    const double up = l();
-    v[i] = keep - h;
-    const double down = l();
-    v[i] = keep;
-    worst = std::max(worst, std::abs((up - down) / (2 * h) - grad[i]));
-  }
-  return worst;
 }
 
 // One row's c2 = mean(dy * gamma * xhat) times rstd * xhat, per element: what a dx that

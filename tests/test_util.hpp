@@ -1,7 +1,9 @@
 // Helpers the CPU tests share: an environment variable set for a scope, whole-file reads and
-// writes, and the harness's verdict on hand-made outputs.
+// writes, the harness's verdict on hand-made outputs, and finite differences.
 #pragma once
 
+#include <algorithm>
+#include <cmath>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
@@ -55,6 +57,25 @@ inline std::string check(const klab::Op& op, const klab::Problem& p, const klab:
   klab::VerifyRecord rec;
   klab::judge(op, p, in, ref, out, rec);
   return rec.status == klab::Status::pass ? std::string() : rec.message;
+}
+
+// The largest |d L / d v_i (central difference) - grad_i| over the elements of v, for an
+// fp64 loss l() that reads v. h = 1e-5: truncation ~h^2, rounding ~1e-16 |L| / h, both far
+// below the 1e-7 the tests ask of a gradient of order one.
+template <class F>
+double worst_fd_gap(std::vector<double>& v, const std::vector<double>& grad, F&& l) {
+  constexpr double h = 1e-5;
+  double worst = 0;
+  for (std::size_t i = 0; i < v.size(); ++i) {
+    const double keep = v[i];
+    v[i] = keep + h;
+    const double up = l();
+    v[i] = keep - h;
+    const double down = l();
+    v[i] = keep;
+    worst = std::max(worst, std::abs((up - down) / (2 * h) - grad[i]));
+  }
+  return worst;
 }
 
 }  // namespace klab_test
