@@ -3,6 +3,10 @@
 #include <cuda_runtime_api.h>
 #include <unistd.h>
 
+#include <map>
+#include <mutex>
+#include <utility>
+
 #include <fmt/format.h>
 
 #include "klab/error.hpp"
@@ -104,6 +108,18 @@ void require_gpu(const DeviceInfo& d) {
 }
 
 void require_gpu() { require_gpu(device_info()); }
+
+void allow_dynamic_smem(const void* fn, int bytes) {
+  static std::mutex m;
+  static std::map<std::pair<const void*, int>, int> set;   // (kernel, GPU) -> the size allowed
+  int dev = 0;
+  KLAB_CHECK_CUDA(cudaGetDevice(&dev));
+  std::lock_guard lock(m);
+  int& have = set[{fn, dev}];
+  if (have >= bytes) return;
+  KLAB_CHECK_CUDA(cudaFuncSetAttribute(fn, cudaFuncAttributeMaxDynamicSharedMemorySize, bytes));
+  have = bytes;
+}
 
 std::int64_t host_memory_bytes() {
   const long pages = sysconf(_SC_PHYS_PAGES), page = sysconf(_SC_PAGE_SIZE);

@@ -39,6 +39,7 @@
 #include <string>
 #include <vector>
 
+#include "klab/device.hpp"
 #include "klab/device/cp_async.cuh"
 #include "klab/device/mma.cuh"
 #include "klab/device/wgmma.cuh"
@@ -430,11 +431,7 @@ template <class Cfg, bool AK, bool BK, bool ASYNC, class TC>
 void launch_mma_inst(const GemmArgs& g, int batch, cudaStream_t s) {
   if (batch == 0) return;  // an empty batch: nothing to write, and a grid with z = 0 is illegal
   auto kernel = matmul_mma_sync<Cfg, AK, BK, ASYNC, TC>;
-  static bool attr_set = false;  // per instantiation; above 48 KB needs the opt-in
-  if (!attr_set) {
-    KLAB_CHECK_CUDA(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, Cfg::SMEM_BYTES));
-    attr_set = true;
-  }
+  klab::allow_dynamic_smem(reinterpret_cast<const void*>(kernel), Cfg::SMEM_BYTES);  // above 48 KB needs the opt-in
   kernel<<<tile_grid(g, Cfg::BM, Cfg::BN, batch), Cfg::NT, Cfg::SMEM_BYTES, s>>>(g, pair_ok(g, sizeof(TC)));
   KLAB_CHECK_LAUNCH();
 }

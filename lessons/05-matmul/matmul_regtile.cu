@@ -33,6 +33,7 @@
 #include <string>
 #include <vector>
 
+#include "klab/device.hpp"
 #include "klab/error.hpp"
 #include "klab/kernels.cuh"
 #include "klab/op.hpp"
@@ -442,11 +443,7 @@ void launch_warptile(const GemmArgs& g, const std::string& variant, int batch, c
   dispatch_layout(variant, [&]<bool AK, bool BK>() {
     auto launch = [&]<bool VEC>() {
       auto kernel = matmul_v7_warptiling<Cfg, AK, BK, VEC>;
-      static bool attr_set = false;  // per instantiation; above 48 KB needs the opt-in
-      if (!attr_set) {
-        KLAB_CHECK_CUDA(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, Cfg::SMEM_BYTES));
-        attr_set = true;
-      }
+      klab::allow_dynamic_smem(reinterpret_cast<const void*>(kernel), Cfg::SMEM_BYTES);  // above 48 KB needs the opt-in
       kernel<<<grid, Cfg::NT, Cfg::SMEM_BYTES, s>>>(g, cv);
     };
     if (vec) launch.template operator()<true>();

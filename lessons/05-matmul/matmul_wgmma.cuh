@@ -585,11 +585,11 @@ void launch_wgmma(const GemmArgs& g, const std::string& variant, int batch, cuda
     cfg.stream = s;
     cfg.attrs = &cluster;
     cfg.numAttrs = Cfg::CLUSTER > 1 ? 1 : 0;
-    // Per instantiation: raise the shared-memory limit, and (persistent) count how many
+    // Raise the shared-memory limit (per GPU), and, once an instantiation, count how many
     // blocks — clusters of CLUSTER — fit on the GPU at once: that many walk the tiles.
+    klab::allow_dynamic_smem(reinterpret_cast<const void*>(kernel), smem);
     static int resident = 0;
     if (resident == 0) {
-      KLAB_CHECK_CUDA(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, smem));
       resident = klab::device_info().sms;
       if constexpr (Cfg::CLUSTER > 1) {
         cfg.gridDim = dim3(Cfg::CLUSTER * resident);

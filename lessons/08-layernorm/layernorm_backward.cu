@@ -37,6 +37,7 @@
 #include <string>
 
 #include "../07-dropout/dropout.cuh"
+#include "klab/device.hpp"
 #include "klab/device/mbarrier.cuh"
 #include "klab/device/philox.cuh"
 #include "klab/device/vec.cuh"
@@ -283,13 +284,8 @@ void run_fused(const klab::Launch& l) {
                        : RMS    ? reinterpret_cast<const void*>(rmsnorm_bwd_v1_fused_partials<T, VEC, NV>)
                        : ATOMIC ? reinterpret_cast<const void*>(layernorm_bwd_v3_fused_atomics<T, VEC, NV>)
                                 : reinterpret_cast<const void*>(layernorm_bwd_v2_fused_partials<T, VEC, NV>);
-      // Once an instantiation: the most s_acc any width gives it (1024 threads' slots).
-      static const bool opted_in = [&] {
-        constexpr int most = static_cast<int>(sizeof(float)) * 2 * 1024 * NV * VEC;
-        KLAB_CHECK_CUDA(cudaFuncSetAttribute(fn, cudaFuncAttributeMaxDynamicSharedMemorySize, most));
-        return true;
-      }();
-      (void)opted_in;
+      // The most s_acc any width gives it (1024 threads' slots), once an instantiation and GPU.
+      klab::allow_dynamic_smem(fn, static_cast<int>(sizeof(float)) * 2 * 1024 * NV * VEC);
       blocks = fused_blocks(fn, pl, a.rows);
       KLAB_REQUIRE(ATOMIC || static_cast<std::size_t>(blocks) * 2 * sizeof(float) * cols <= l.workspace_bytes,
                    "fused_partials: more partials than the workspace holds");

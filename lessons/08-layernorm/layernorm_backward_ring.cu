@@ -56,6 +56,7 @@
 #include <cstdint>
 #include <string>
 
+#include "klab/device.hpp"
 #include "klab/device/cp_async.cuh"
 #include "klab/device/mbarrier.cuh"
 #include "klab/device/vec.cuh"
@@ -391,13 +392,10 @@ void run_ring(const klab::Launch& l) {
       else if constexpr (RESID)
         fn = reinterpret_cast<const void*>(dropout_residual_layernorm_bwd_v3_ring_residual_dropout<T, NV>);
       else fn = reinterpret_cast<const void*>(layernorm_bwd_v4_cp_async_ring<T, NV>);
-      static const bool opted_in = [&] {            // once an instantiation: the most any width needs
+      {   // the most any width needs, once an instantiation and GPU
         constexpr int PER = NV * VEC, db = db_in_smem(RMS, PER) ? 1024 * PER * 4 : 0, res = RESID ? 1024 * NV * 16 : 0;
-        KLAB_CHECK_CUDA(cudaFuncSetAttribute(fn, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                             ring_stages(RMS, PER, RESID) * 1024 * 2 * NV * 16 + res + db));
-        return true;
-      }();
-      (void)opted_in;
+        klab::allow_dynamic_smem(fn, ring_stages(RMS, PER, RESID) * 1024 * 2 * NV * 16 + res + db);
+      }
       blocks = ln_bwd_fused_blocks(fn, pl.groups * pl.tpr, pl.smem, pl.groups, a.rows);
       KLAB_REQUIRE(static_cast<std::size_t>(blocks) * 2 * sizeof(float) * cols <= l.workspace_bytes,
                    "cp_async_ring: more partials than the workspace holds");

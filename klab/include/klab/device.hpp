@@ -49,6 +49,13 @@ const DeviceInfo& device_info();
 void require_gpu();
 void require_gpu(const DeviceInfo& d);
 
+// Lets kernel `fn` launch with up to `bytes` of dynamic shared memory on the current GPU
+// (cudaFuncAttributeMaxDynamicSharedMemorySize; above 48 KB a kernel must opt in). The
+// attribute belongs to the GPU it was set on: a launcher that set it once for the process
+// would fail on the second GPU of a multi-GPU step (lesson 16). Set once per kernel and GPU,
+// raised when a larger size is asked; thread-safe.
+void allow_dynamic_smem(const void* fn, int bytes);
+
 // Physical memory of this machine in bytes (0 if it cannot be read): what --shape is
 // checked against before anything is allocated.
 std::int64_t host_memory_bytes();
