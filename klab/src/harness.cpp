@@ -80,6 +80,11 @@ struct Ref {
     return sampled ? std::span<const double>(sample.at(k).value) : std::span<const double>(full.at(k));
   }
   std::size_t values_count() const { return sampled ? sample.size() : full.size(); }
+  std::vector<std::span<const double>> spans() const {
+    std::vector<std::span<const double>> v;
+    for (std::size_t k = 0; k < values_count(); ++k) v.push_back(values(k));
+    return v;
+  }
 };
 
 Ref make_reference(const Op& op, const Problem& p, const Inputs& in, std::uint64_t seed) {
@@ -145,6 +150,7 @@ void judge_ref(const Op& op, const Problem& p, const Inputs& in, const Ref& ref,
   if (!ref.sampled) return judge(op, p, in, ref.full, out, rec, impl);
   // Gather the sampled elements into small tensors and compare those.
   const auto specs = checked_specs(op, p);
+  const std::vector<std::span<const double>> spans = ref.spans();
   rec.outputs.clear();
   rec.status = Status::pass;
   rec.message.clear();
@@ -153,7 +159,7 @@ void judge_ref(const Op& op, const Problem& p, const Inputs& in, const Ref& ref,
     const auto& s = ref.sample.at(k);
     HostTensor got(out[k].dtype(), {static_cast<std::int64_t>(s.index.size())});
     for (std::size_t i = 0; i < s.index.size(); ++i) got.set(static_cast<std::int64_t>(i), out[k].get(s.index[i]));
-    const Tolerance tol = tolerance_for(op, impl, p, static_cast<int>(k), out[k].dtype());
+    const Tolerance tol = tolerance_for(op, impl, p, static_cast<int>(k), out[k].dtype(), &spans);
     auto c = compare(got, s.value, tol, s.index);
     rec.rel_l2 = std::max(rec.rel_l2, c.rel_l2);
     rec.max_abs = std::max(rec.max_abs, c.max_abs);
@@ -179,8 +185,13 @@ void judge_ref(const Op& op, const Problem& p, const Inputs& in, const Ref& ref,
 
 }  // namespace
 
-Tolerance tolerance_for(const Op& op, const Impl* impl, const Problem& p, int k, DType out_dtype) {
+Tolerance tolerance_for(const Op& op, const Impl* impl, const Problem& p, int k, DType out_dtype,
+                        const std::vector<std::span<const double>>* ref) {
   if (impl && impl->tolerance) return impl->tolerance(p, k);
+  if (op.tolerance_at_ref) {
+    KLAB_REQUIRE(ref != nullptr, op.name + ": its tolerance is set from the reference, and none was given");
+    return op.tolerance_at_ref(p, k, *ref);
+  }
   if (op.tolerance) return op.tolerance(p, k);
   return default_tolerance(out_dtype);
 }
@@ -195,8 +206,9 @@ void judge(const Op& op, const Problem& p, const Inputs& in, const Reference& re
   rec.rel_l2 = rec.max_abs = 0;
   KLAB_REQUIRE(ref.size() == out.size() && out.size() == specs.size(),
                "judge: the reference, the outputs and the op's outputs (+ in-out inputs) differ in number");
+  const std::vector<std::span<const double>> spans(ref.begin(), ref.end());
   for (std::size_t k = 0; k < out.size(); ++k) {
-    const Tolerance tol = tolerance_for(op, impl, p, static_cast<int>(k), out[k].dtype());
+    const Tolerance tol = tolerance_for(op, impl, p, static_cast<int>(k), out[k].dtype(), &spans);
     auto c = compare(out[k], ref[k], tol);
     rec.rel_l2 = std::max(rec.rel_l2, c.rel_l2);
     rec.max_abs = std::max(rec.max_abs, c.max_abs);
@@ -276,10 +288,11 @@ struct PoisonPlan {
 PoisonPlan plan_poison(const Op& op, const Impl* impl, const Problem& p, const Ref& ref,
                        const std::vector<TensorSpec>& specs) {
   PoisonPlan plan;
+  const std::vector<std::span<const double>> spans = ref.spans();
   for (std::size_t k = 0; k < specs.size(); ++k) {
     unsigned char first = kPoisons[0], second = 0;
     if (specs[k].init == Init::plain && k < ref.values_count()) {
-      const Tolerance tol = tolerance_for(op, impl, p, static_cast<int>(k), specs[k].dtype);
+      const Tolerance tol = tolerance_for(op, impl, p, static_cast<int>(k), specs[k].dtype, &spans);
       const auto ranked = rank_poisons(specs[k].dtype, ref.values(k), tol, ref.sampled ? &ref.sample[k].index : nullptr);
       first = ranked[0].first;
       if (ranked[0].second > 0) second = ranked[1].first;

@@ -129,9 +129,11 @@ std::vector<TensorSpec> checked_specs(const Op& op, const Problem& p);
 std::vector<std::pair<unsigned char, std::int64_t>> rank_poisons(DType t, std::span<const double> ref,
                                                                  const Tolerance& tol,
                                                                  const std::vector<std::int64_t>* index = nullptr);
-// The tolerance output k of problem p is judged with: the impl's override, else the op's,
-// else the dtype's default.
-Tolerance tolerance_for(const Op& op, const Impl* impl, const Problem& p, int k, DType out_dtype);
+// The tolerance output k of problem p is judged with: the impl's override, else the op's
+// (Op::tolerance_at_ref from `ref`, every checked tensor's reference values, where the op
+// sets it; then `ref` must be given), else the dtype's default.
+Tolerance tolerance_for(const Op& op, const Impl* impl, const Problem& p, int k, DType out_dtype,
+                        const std::vector<std::span<const double>>* ref = nullptr);
 
 // Summary statistics of timing samples (exposed for tests).
 struct Stats {

@@ -14,6 +14,7 @@
 #include <cstdint>
 #include <functional>
 #include <source_location>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -116,6 +117,13 @@ struct Op {
   std::function<Reference(const Problem&, const Inputs&)> reference;
   // Optional; default: default_tolerance(dtype of that output).
   std::function<Tolerance(const Problem&, int output)> tolerance;
+  // Optional, in place of `tolerance`: output k's tolerance from this check's reference, for an
+  // op whose error scales with sizes its generator cannot predict (lesson 16's training step:
+  // gradients after a chain of bf16 layers, bounded relative to each tensor's typical size).
+  // ref[j] holds checked tensor j's fp64 values (a sampled check: the values at the sample,
+  // which such an op must make the whole tensor, in order, for atol_at's flat index to name
+  // them). The bound may depend on the reference and the problem, never on the output.
+  std::function<Tolerance(const Problem&, int output, const std::vector<std::span<const double>>& ref)> tolerance_at_ref;
   // Optional: when sample_only(p) is true the harness calls reference_sample instead of
   // reference and compares only the sampled elements (one entry per output). Test shapes
   // keep full references; this is for bench shapes.
