@@ -5,10 +5,12 @@
 // check still finds unwritten elements outside its sample.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <limits>
 #include <stdexcept>
 
+#include "klab/error.hpp"
 #include "klab/harness.hpp"
 
 using namespace klab;
@@ -310,4 +312,27 @@ TEST(JudgedByProperties, FailsWhereTheOpHasNoProperties) {
   Impl im = cpu_impl(op, -1);
   im.judged_by_properties = true;   // even an exact output: nothing can judge it
   EXPECT_EQ(verify_one(op, im, 100), Status::fail);
+}
+
+// Op::tolerance_at_ref: the bound comes from the check's reference (here a tenth of its
+// largest element), replaces Op::tolerance, and a caller that gives no reference is refused.
+TEST(Harness, ToleranceFromTheReference) {
+  Op op = op_with_reference(DType::f32, [](std::int64_t i) { return static_cast<double>(i); });
+  op.tolerance_at_ref = [](const Problem&, int, const std::vector<std::span<const double>>& ref) {
+    double most = 0;
+    for (double v : ref.at(0)) most = std::max(most, std::fabs(v));
+    return Tolerance{0.1 * most, 0};
+  };
+  const Problem p{{11}, DType::f32, ""};
+  const Inputs in = make_inputs(op, p, 1);
+  const Reference ref = op.reference(p, in);
+  HostTensor out(DType::f32, {11});
+  for (std::int64_t i = 0; i < 11; ++i) out.set(i, static_cast<double>(i) + 0.9);   // under 10 · 0.1
+  VerifyRecord rec;
+  judge(op, p, in, ref, {out}, rec);
+  EXPECT_EQ(rec.status, Status::pass) << rec.message;   // Op::tolerance (exact) would fail it
+  out.set(3, 3 + 1.1);
+  judge(op, p, in, ref, {out}, rec);
+  EXPECT_EQ(rec.status, Status::fail);
+  EXPECT_THROW(tolerance_for(op, nullptr, p, 0, DType::f32), Error);
 }

@@ -22,23 +22,12 @@
 #include "klab/error.hpp"
 #include "klab/op.hpp"
 #include "klab/ranks.hpp"
-
-#if KLAB_HAVE_NCCL
-#include <nccl.h>
-#endif
+#include "nccl.cuh"
 
 namespace lesson16 {
-namespace {
 
 #if KLAB_HAVE_NCCL
-#define CHECK_NCCL(call)                                                                      \
-  do {                                                                                        \
-    const ncclResult_t e_ = (call);                                                           \
-    if (e_ != ncclSuccess) throw klab::Error(std::string(#call ": ") + ncclGetErrorString(e_)); \
-  } while (0)
-
-// The communicators of ranks 0 .. n−1, made once per rank count.
-const std::vector<ncclComm_t>& comms(int n) {
+const std::vector<ncclComm_t>& nccl_comms(int n) {
   static std::map<int, std::vector<ncclComm_t>> made;
   auto& c = made[n];
   if (c.empty()) {
@@ -46,22 +35,26 @@ const std::vector<ncclComm_t>& comms(int n) {
     std::vector<int> devices(n);
     for (int r = 0; r < n; ++r) devices[r] = r;
     c.resize(n);
-    CHECK_NCCL(ncclCommInitAll(c.data(), n, devices.data()));
+    KLAB_CHECK_NCCL(ncclCommInitAll(c.data(), n, devices.data()));
   }
   return c;
 }
+#endif
 
+namespace {
+
+#if KLAB_HAVE_NCCL
 void run_nccl(const klab::Launch& l) {
   const RankIO io = rank_io(l);
   if (io.n == 0) return;
-  const auto& cs = comms(io.ranks);
+  const auto& cs = nccl_comms(io.ranks);
   klab::Ranks& ranks = klab::Ranks::of(io.ranks);
   const ncclDataType_t t = l.problem.dtype == klab::DType::bf16 ? ncclBfloat16 : ncclFloat32;
   ranks.fork(l.stream);
-  CHECK_NCCL(ncclGroupStart());
+  KLAB_CHECK_NCCL(ncclGroupStart());
   for (int r = 0; r < io.ranks; ++r)
-    CHECK_NCCL(ncclAllReduce(io.in[r], io.out[r], static_cast<size_t>(io.n), t, ncclSum, cs[r], ranks.stream(r, l.stream)));
-  CHECK_NCCL(ncclGroupEnd());
+    KLAB_CHECK_NCCL(ncclAllReduce(io.in[r], io.out[r], static_cast<size_t>(io.n), t, ncclSum, cs[r], ranks.stream(r, l.stream)));
+  KLAB_CHECK_NCCL(ncclGroupEnd());
   ranks.join(l.stream);
 }
 
