@@ -586,17 +586,18 @@ void launch_wgmma(const GemmArgs& g, const std::string& variant, int batch, cuda
     cfg.attrs = &cluster;
     cfg.numAttrs = Cfg::CLUSTER > 1 ? 1 : 0;
     // Raise the shared-memory limit (per GPU), and, once an instantiation, count how many
-    // blocks — clusters of CLUSTER — fit on the GPU at once: that many walk the tiles.
+    // blocks — clusters of CLUSTER — fit on the GPU at once: that many walk the tiles. (A
+    // static initialised once even when threads of several GPUs launch it first together.)
     klab::allow_dynamic_smem(reinterpret_cast<const void*>(kernel), smem);
-    static int resident = 0;
-    if (resident == 0) {
-      resident = klab::device_info().sms;
+    static const int resident = [&] {
+      int n = klab::device_info().sms;
       if constexpr (Cfg::CLUSTER > 1) {
-        cfg.gridDim = dim3(Cfg::CLUSTER * resident);
-        KLAB_CHECK_CUDA(cudaOccupancyMaxActiveClusters(&resident, kernel, &cfg));
-        KLAB_REQUIRE(resident > 0, "matmul (TMA): no cluster of " + std::to_string(Cfg::CLUSTER) + " fits");
+        cfg.gridDim = dim3(Cfg::CLUSTER * n);
+        KLAB_CHECK_CUDA(cudaOccupancyMaxActiveClusters(&n, kernel, &cfg));
+        KLAB_REQUIRE(n > 0, "matmul (TMA): no cluster of " + std::to_string(Cfg::CLUSTER) + " fits");
       }
-    }
+      return n;
+    }();
     if constexpr (Cfg::PERSISTENT) {
       cfg.gridDim = dim3(static_cast<unsigned>(Cfg::CLUSTER * std::min<int64_t>(total, resident)));
     } else {

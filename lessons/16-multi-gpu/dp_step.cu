@@ -31,12 +31,16 @@
 // dW1 and dW2 leave the matmul in bf16 and are widened into the fp32 gradient (widen_bf16,
 // below): the sums over ranks and the optimizer run in fp32.
 //
-// One host thread drives every rank (klab/ranks.hpp), enqueuing each kernel for every rank in
-// turn, so that all GPUs start at once. Rank r computes on its rank stream and, in v2,
-// communicates on a second stream of its GPU: an event recorded after block b's backward is what
-// the communication stream waits for before it all-reduces bucket b, and the compute stream
-// waits for an event after the last bucket before AdamW. The harness's events bracket both
-// (the ranks fork from and join into the launch stream).
+// Each rank's step is enqueued by a host thread of its own (klab::Ranks::each: one thread a
+// GPU, each with its GPU current; a step is ~190 launches a GPU, which one thread for eight
+// GPUs would have to issue in turn). Rank r computes on its rank stream and, in v2 and v3,
+// communicates on a second stream of its GPU: an event recorded after a bucket's last kernel
+// is what the communication stream waits for before it all-reduces the bucket, and the
+// compute stream waits for an event after the last bucket before AdamW. NCCL takes one call a
+// rank from each rank's thread, in the same order on every rank; v3's ring orders its ranks
+// itself (ring_all_reduce_ce). What the threads share (buffers, streams, events) is made
+// before they start. The harness's events bracket both streams of every rank (the ranks fork
+// from and join into the launch stream).
 //
 // The buffers: rank 0's inputs and outputs are the harness's own tensors; every other rank has
 // replicas on its GPU, which stage() fills before each launch (its rows of x and gy, the
@@ -48,8 +52,12 @@
 #include <cuda_bf16.h>
 #include <cuda_runtime.h>
 
+#include <algorithm>
+#include <atomic>
 #include <cstdint>
+#include <memory>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "allreduce.cuh"
@@ -324,44 +332,39 @@ void adamw(const DpShape& s, const Problems& p, const RankData& d, const std::ve
          {view(d.p16, DType::bf16, {P})}, scalars, d, st);
 }
 
-// Rank r's communication stream and events, made on first use (its GPU current).
+// Rank r's communication stream and events, and (v3) how far its ring has got, made by the
+// calling thread before the ranks' threads start (Ranks::each: nothing they share may be made
+// on first use).
 struct CommLane {
   cudaStream_t stream = nullptr;
-  cudaEvent_t ring = nullptr;        // v3: this rank's last ring step (its right neighbour waits)
   std::vector<cudaEvent_t> bucket;   // [2b]: block b's W2 gradient is written, [2b + 1]: the rest
   cudaEvent_t done = nullptr;        // every bucket is reduced
+  // v3: an event for each of its ring's steps in a launch, bucket by bucket (the first of a
+  // bucket: its gradient is written), recorded once a launch each; `published` counts those
+  // this rank's thread has recorded, for its right neighbour's thread to wait for.
+  std::vector<cudaEvent_t> ring;
+  std::atomic<int64_t> published{0};
 };
-CommLane& comm_lane(int r, int64_t blocks) {
-  static std::vector<CommLane> lanes;
+CommLane& comm_lane(int r, int64_t blocks, int ranks) {
+  static std::vector<std::unique_ptr<CommLane>> lanes;
   if (lanes.size() <= static_cast<std::size_t>(r)) lanes.resize(r + 1);
-  CommLane& c = lanes[r];
+  if (!lanes[r]) lanes[r] = std::make_unique<CommLane>();
+  CommLane& c = *lanes[r];
+  klab::DeviceScope scope(klab::rank_device(r));
   if (!c.stream) {
     KLAB_CHECK_CUDA(cudaStreamCreateWithFlags(&c.stream, cudaStreamNonBlocking));
     KLAB_CHECK_CUDA(cudaEventCreateWithFlags(&c.done, cudaEventDisableTiming));
-    KLAB_CHECK_CUDA(cudaEventCreateWithFlags(&c.ring, cudaEventDisableTiming));
   }
-  while (static_cast<int64_t>(c.bucket.size()) < 2 * blocks) {
-    cudaEvent_t e;
-    KLAB_CHECK_CUDA(cudaEventCreateWithFlags(&e, cudaEventDisableTiming));
-    c.bucket.push_back(e);
-  }
+  auto grow = [](std::vector<cudaEvent_t>& v, int64_t n) {
+    while (static_cast<int64_t>(v.size()) < n) {
+      cudaEvent_t e;
+      KLAB_CHECK_CUDA(cudaEventCreateWithFlags(&e, cudaEventDisableTiming));
+      v.push_back(e);
+    }
+  };
+  grow(c.bucket, 2 * blocks);
+  grow(c.ring, 2 * blocks * (ring_steps(ranks) + 1));
   return c;
-}
-
-// Sums n floats at offset `at` of every rank's gradient, in place, on stream(r).
-template <class Stream>
-void all_reduce(const std::vector<RankData>& d, int64_t at, int64_t n, Stream stream) {
-#if KLAB_HAVE_NCCL
-  const auto& comms = nccl_comms(static_cast<int>(d.size()));
-  KLAB_CHECK_NCCL(ncclGroupStart());
-  for (std::size_t r = 0; r < d.size(); ++r)
-    KLAB_CHECK_NCCL(ncclAllReduce(d[r].grad + at, d[r].grad + at, static_cast<size_t>(n), ncclFloat32, ncclSum,
-                                  comms[r], stream(static_cast<int>(r))));
-  KLAB_CHECK_NCCL(ncclGroupEnd());
-#else
-  (void)d, (void)at, (void)n, (void)stream;
-  throw klab::Error("dp_step: more than one rank needs NCCL, and this build has none");
-#endif
 }
 
 klab::RankBuffers& staging_buffers() {
@@ -369,105 +372,134 @@ klab::RankBuffers& staging_buffers() {
   return b;
 }
 
-// v3: sums n floats at offset `at` of every rank's gradient in place, by the ring of
-// allreduce.cuh (ring_step, segment) on the ranks' communication streams: a reduce step copies
-// rank r−1's partial of a segment into a staging buffer by the copy engine and adds it to
-// rank r's own part (lesson 01's vector_add); a gather step copies the finished segment. Each
-// step of rank r waits for step k−1 of rank r−1 (the first for r−1's bucket being written),
-// as klab::Ranks::ring_step orders the rings of ring.cu. In place is safe under that order
-// too: rank r overwrites its original of a segment only after rank r+1 has read it (its step
-// 0 reads segment r, which rank r rewrites at step R−1, R−1 waits later around the ring).
-void ring_all_reduce_ce(const std::vector<RankData>& d, int64_t at, int64_t n, int64_t blocks) {
-  const int R = static_cast<int>(d.size());
+// What rank r's thread needs of the whole job.
+struct Job {
+  DpShape s;
+  Problems p;
+  std::vector<RankData> d;
+  std::vector<CommLane*> lane;
+  std::vector<float*> staged;        // v3: each rank's staging buffer
+  klab::Ranks* ranks;
+  cudaStream_t launch;
+  const std::vector<double>* scalars;
+};
+
+// Sums n floats at offset `at` of the ranks' gradients in place: rank r's part of the NCCL
+// call, on stream st. Each rank's thread calls it for its own communicator, in the same order.
+void nccl_all_reduce(const Job& j, int r, int64_t at, int64_t n, cudaStream_t st) {
+#if KLAB_HAVE_NCCL
+  float* g = j.d[r].grad + at;
+  KLAB_CHECK_NCCL(ncclAllReduce(g, g, static_cast<size_t>(n), ncclFloat32, ncclSum,
+                                nccl_comms(j.s.ranks)[static_cast<std::size_t>(r)], st));
+#else
+  (void)j, (void)r, (void)at, (void)n, (void)st;
+  throw klab::Error("dp_step: more than one rank needs NCCL, and this build has none");
+#endif
+}
+
+// v3: rank r's part of summing bucket `bucket` (n floats at offset `at`) of every rank's
+// gradient in place, by the ring of allreduce.cuh (ring_step, segment) on the ranks'
+// communication streams: a reduce step copies rank r−1's partial of a segment into a staging
+// buffer by the copy engine and adds it to rank r's own part (lesson 01's vector_add); a
+// gather step copies the finished segment. Step k of rank r waits for step k−1 of rank r−1
+// (step 0 for r−1's bucket being written), as klab::Ranks::ring_step orders the rings of
+// ring.cu: on the GPU by r−1's event for that step, and on the host first for r−1's thread to
+// have recorded it (a wait binds to an event's latest record when it is enqueued). In place is
+// safe under that order too: rank r overwrites its original of a segment only after rank r+1
+// has read it (its step 0 reads segment r, which rank r rewrites at step R−1, R−1 waits later
+// around the ring).
+void ring_all_reduce_ce(const Job& j, int r, int64_t bucket, int64_t at, int64_t n) {
+  const int R = j.s.ranks, left = (r + R - 1) % R;
+  CommLane &c = *j.lane[r], &lc = *j.lane[left];
+  const int64_t first = bucket * (ring_steps(R) + 1);   // this bucket's events: first, first + 1, ...
+  auto publish = [&](int64_t e) {
+    KLAB_CHECK_CUDA(cudaEventRecord(c.ring[e], c.stream));
+    c.published.store(e + 1, std::memory_order_release);
+  };
+  publish(first);   // the comm stream already waits for the bucket's gradient
   for (int k = 0; k < ring_steps(R); ++k) {
-    for (int r = 0; r < R; ++r) {   // every wait enqueued before any rank records its step k
-      klab::DeviceScope scope(klab::rank_device(r));
-      KLAB_CHECK_CUDA(cudaStreamWaitEvent(comm_lane(r, blocks).stream, comm_lane((r + R - 1) % R, blocks).ring, 0));
+    while (lc.published.load(std::memory_order_acquire) <= first + k) {
+      if (j.ranks->stopping()) throw klab::Error("dp_step: another rank failed");
+      std::this_thread::yield();
     }
-    for (int r = 0; r < R; ++r) {
-      klab::DeviceScope scope(klab::rank_device(r));
-      const int left = (r + R - 1) % R;
-      CommLane& c = comm_lane(r, blocks);
-      const RingStep st = ring_step(r, k, R);
-      const Segment g = segment(n, R, st.segment);
-      float* mine = d[r].grad + at + g.begin;
-      const float* theirs = d[left].grad + at + g.begin;
-      if (g.count > 0) {
-        const std::size_t bytes = static_cast<std::size_t>(g.count) * sizeof(float);
-        if (st.reduce) {
-          auto* staged = static_cast<float*>(staging_buffers().get(r, static_cast<std::size_t>(segment(n, R, 0).count) * sizeof(float)));
-          KLAB_CHECK_CUDA(cudaMemcpyPeerAsync(staged, klab::rank_device(r), theirs, klab::rank_device(left), bytes, c.stream));
-          const klab::Problem add{{g.count}, DType::f32, ""};
-          launch(kAdd, add, {view(mine, DType::f32, {g.count}), view(staged, DType::f32, {g.count})},
-                 {view(mine, DType::f32, {g.count})}, kNoScalars, d[r], c.stream);
-        } else {
-          KLAB_CHECK_CUDA(cudaMemcpyPeerAsync(mine, klab::rank_device(r), theirs, klab::rank_device(left), bytes, c.stream));
-        }
+    KLAB_CHECK_CUDA(cudaStreamWaitEvent(c.stream, lc.ring[first + k], 0));
+    const RingStep st = ring_step(r, k, R);
+    const Segment g = segment(n, R, st.segment);
+    float* mine = j.d[r].grad + at + g.begin;
+    const float* theirs = j.d[left].grad + at + g.begin;
+    if (g.count > 0) {
+      const std::size_t bytes = static_cast<std::size_t>(g.count) * sizeof(float);
+      if (st.reduce) {
+        float* staged = j.staged[r];
+        KLAB_CHECK_CUDA(cudaMemcpyPeerAsync(staged, klab::rank_device(r), theirs, klab::rank_device(left), bytes, c.stream));
+        const klab::Problem add{{g.count}, DType::f32, ""};
+        launch(kAdd, add, {view(mine, DType::f32, {g.count}), view(staged, DType::f32, {g.count})},
+               {view(mine, DType::f32, {g.count})}, kNoScalars, j.d[r], c.stream);
+      } else {
+        KLAB_CHECK_CUDA(cudaMemcpyPeerAsync(mine, klab::rank_device(r), theirs, klab::rank_device(left), bytes, c.stream));
       }
-      KLAB_CHECK_CUDA(cudaEventRecord(c.ring, c.stream));
     }
+    publish(first + k + 1);
   }
 }
 
 enum class Comm { after_backward, nccl_buckets, ring_buckets };
 
-void run_step(const klab::Launch& l, Comm how) {
-  const bool overlap = how != Comm::after_backward;
-  const DpShape s = dp_shape(l.problem);
-  const int R = s.ranks;
-  const Problems p = problems(s, s.tokens);
-  klab::Ranks& ranks = klab::Ranks::of(R);
-  std::vector<RankData> d;
-  for (int r = 0; r < R; ++r) d.push_back(rank_data(s, l, r));
-  auto compute = [&](int r) { return ranks.stream(r, l.stream); };
-  ranks.fork(l.stream);
-  // Each kernel for every rank in turn: all GPUs get work from the first microseconds.
-  auto each_rank = [&](auto&& f) {
-    for (int r = 0; r < R; ++r) {
-      klab::DeviceScope scope(klab::rank_device(r));
-      f(r);
-    }
-  };
-  for (int64_t b = 0; b < s.blocks; ++b) each_rank([&](int r) { forward_block(s, p, d[r], b, compute(r)); });
-  // v2's buckets: block b's W2 as soon as its gradient is widened, then the rest of the block
+// Rank r's whole step, on its own host thread (its GPU current).
+void rank_step(const Job& j, int r, Comm how) {
+  const DpShape& s = j.s;
+  const RankData& d = j.d[r];
+  const cudaStream_t st = j.ranks->stream(r, j.launch);
+  CommLane& c = *j.lane[r];
+  const bool buckets = how != Comm::after_backward && s.ranks > 1;
+  for (int64_t b = 0; b < s.blocks; ++b) forward_block(s, j.p, d, b, st);
+  // The buckets: block b's W2 as soon as its gradient is widened, then the rest of the block
   // (gamma, beta, b1, W1) when its backward ends: the last bucket, the one no compute hides,
   // is half a block.
   const BlockLayout L = block_layout(s.C);
   auto reduce_bucket = [&](int64_t b, int half, int64_t at, int64_t n) {
-    each_rank([&](int r) {
-      CommLane& c = comm_lane(r, s.blocks);
-      KLAB_CHECK_CUDA(cudaEventRecord(c.bucket[2 * b + half], compute(r)));
-      KLAB_CHECK_CUDA(cudaStreamWaitEvent(c.stream, c.bucket[2 * b + half], 0));
-      KLAB_CHECK_CUDA(cudaEventRecord(c.ring, c.stream));   // v3: the bucket is written here
-    });
-    if (how == Comm::ring_buckets) ring_all_reduce_ce(d, b * L.size + at, n, s.blocks);
-    else all_reduce(d, b * L.size + at, n, [&](int r) { return comm_lane(r, s.blocks).stream; });
+    KLAB_CHECK_CUDA(cudaEventRecord(c.bucket[2 * b + half], st));
+    KLAB_CHECK_CUDA(cudaStreamWaitEvent(c.stream, c.bucket[2 * b + half], 0));
+    if (how == Comm::ring_buckets) ring_all_reduce_ce(j, r, 2 * (s.blocks - 1 - b) + half, b * L.size + at, n);
+    else nccl_all_reduce(j, r, b * L.size + at, n, c.stream);
   };
-  const bool buckets = overlap && R > 1;
-  // v3's staging, sized for the larger bucket before anything is enqueued: growing it later
-  // would free a buffer that copies already enqueued still target.
-  if (buckets && how == Comm::ring_buckets)
-    for (int r = 0; r < R; ++r)
-      staging_buffers().get(r, static_cast<std::size_t>(segment(std::max(L.w2, L.size - L.w2), R, 0).count) * sizeof(float));
   for (int64_t b = s.blocks - 1; b >= 0; --b) {
-    each_rank([&](int r) { backward_block_w2(s, p, d[r], b, compute(r)); });
+    backward_block_w2(s, j.p, d, b, st);
     if (buckets) reduce_bucket(b, 0, L.w2, L.size - L.w2);
-    each_rank([&](int r) { backward_block_rest(s, p, d[r], b, compute(r)); });
+    backward_block_rest(s, j.p, d, b, st);
     if (buckets) reduce_bucket(b, 1, 0, L.w2);
   }
-  if (R > 1) {
-    if (overlap) {
-      each_rank([&](int r) {
-        CommLane& c = comm_lane(r, s.blocks);
-        KLAB_CHECK_CUDA(cudaEventRecord(c.done, c.stream));
-        KLAB_CHECK_CUDA(cudaStreamWaitEvent(compute(r), c.done, 0));
-      });
-    } else {
-      all_reduce(d, 0, param_count(s), compute);
-    }
+  if (buckets) {
+    KLAB_CHECK_CUDA(cudaEventRecord(c.done, c.stream));
+    KLAB_CHECK_CUDA(cudaStreamWaitEvent(st, c.done, 0));
+  } else if (s.ranks > 1) {
+    nccl_all_reduce(j, r, 0, param_count(s), st);
   }
-  each_rank([&](int r) { adamw(s, p, d[r], l.scalars, compute(r)); });
-  ranks.join(l.stream);
+  adamw(s, j.p, d, *j.scalars, st);
+}
+
+void run_step(const klab::Launch& l, Comm how) {
+  Job j{dp_shape(l.problem), problems(dp_shape(l.problem), l.problem.shape.at(2)), {}, {}, {}, nullptr, l.stream, &l.scalars};
+  const int R = j.s.ranks;
+  j.ranks = &klab::Ranks::of(R);
+  // Everything the ranks' threads share, made here first.
+  const BlockLayout L = block_layout(j.s.C);
+  for (int r = 0; r < R; ++r) {
+    j.d.push_back(rank_data(j.s, l, r));
+    j.lane.push_back(&comm_lane(r, j.s.blocks, R));
+    j.lane.back()->published.store(0, std::memory_order_relaxed);
+    // v3's staging, for the larger of a block's two buckets.
+    j.staged.push_back(how == Comm::ring_buckets && R > 1
+                           ? static_cast<float*>(staging_buffers().get(
+                                 r, static_cast<std::size_t>(segment(std::max(L.w2, L.size - L.w2), R, 0).count) * sizeof(float)))
+                           : nullptr);
+  }
+#if KLAB_HAVE_NCCL
+  if (R > 1 && how != Comm::ring_buckets) nccl_comms(R);
+#endif
+  j.ranks->fork(l.stream);
+  j.ranks->each([&](int r) { rank_step(j, r, how); });
+  j.ranks->join(l.stream);
 }
 
 void run_v1_allreduce_after_backward(const klab::Launch& l) { run_step(l, Comm::after_backward); }

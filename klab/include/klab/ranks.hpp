@@ -22,6 +22,8 @@
 
 #include <cuda_runtime_api.h>
 
+#include <atomic>
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -60,6 +62,15 @@ class Ranks {
   // Evicts the L2 of every GPU in use but GPU 0 (the harness flushes that one), and has the
   // launch stream wait for it: a timed launch finds no rank's data warm.
   void flush_l2(cudaStream_t launch);
+  // Runs f(r) for every rank at once, each on a host thread of its own with its GPU current
+  // (rank 0 on the calling thread), and returns when all have returned: one thread a GPU, so
+  // that enqueuing a rank's work never waits for another's. An exception in any rank is
+  // rethrown, the lowest rank's, after every thread has finished; from the first one on,
+  // stopping() is true, and a rank that waits on the host for another rank's progress must
+  // check it, or it would wait for a rank that has given up. Whatever f(r) touches that other
+  // ranks touch too (buffers, streams, events made on first use) must exist before the call.
+  void each(const std::function<void(int r)>& f);
+  bool stopping() const { return stopping_.load(std::memory_order_acquire); }
 
  private:
   explicit Ranks(int n);
@@ -67,6 +78,7 @@ class Ranks {
   std::vector<cudaStream_t> streams_;    // [0] unused: rank 0 works on the launch stream
   std::vector<cudaEvent_t> events_;
   std::vector<DeviceBuffer> flush_, sink_;
+  std::atomic<bool> stopping_{false};
 };
 
 // A buffer of at least `bytes` for rank r on its GPU (rank 0's too), grown on demand and
