@@ -6,9 +6,9 @@
 #include <algorithm>
 #include <exception>
 #include <map>
-#include <thread>
 #include <memory>
 #include <set>
+#include <thread>
 #include <utility>
 
 #include "klab/device.hpp"
