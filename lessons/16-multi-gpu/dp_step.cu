@@ -11,8 +11,8 @@
 //                                 the schedule of v1_ring_memcpy, in place) with the copy engines
 //                                 moving the data and a vector add summing it: NCCL's kernels
 //                                 need SMs, and the step's persistent matmuls hold every SM
-//                                 while they run, so NCCL's buckets advanced mostly in the gaps
-//                                 between kernels; a copy engine is not an SM
+//                                 while they run; a copy engine is not an SM (it hid more of
+//                                 the all-reduce: README)
 //
 // Every kernel of the step is an impl another lesson registered and checked, found in the
 // registry by name and launched through its own run() with views of this step's buffers:
