@@ -28,6 +28,8 @@ Marker attributes, key=value separated by spaces (shell quoting for a value with
     variant=V,W    only these variants ("-" for none)
     torch=PATH     a tools/torch_figures.py JSON (relative to the README): the region renders
                    the PyTorch comparison instead (below)
+    overlap=IMPL   the region renders how much communication each impl hides instead
+                   (below); IMPL is the version that communicates after computing
 Several values of one key are alternatives; different keys must all hold. A region whose
 filters match no measured row is an error (a typo must not render an empty table).
 
@@ -47,6 +49,13 @@ the same op, shape, dtype and variant, and the ratios of their medians to klab's
 klab is faster). Both files must name the same GPU (a ratio across two GPUs means
 nothing); a problem PyTorch has no row for is an error.
 
+With overlap=IMPL (lesson 16's training step, an op whose first dimension is the ranks), each
+problem of more than one rank is paired with the same problem at one rank, measured in the
+same run: an impl's exposed communication is its median at R ranks minus its own median at
+one rank (the compute with no communication), the communication's cost t_comm is IMPL's
+exposed time (nothing of it overlaps), and an impl hides 1 - exposed / t_comm of it. A
+problem whose one-rank twin, or IMPL's row, is missing is an error.
+
 Exit codes: 0 done / every region up to date; 1 a region differs or cannot be rendered
 (JSON missing or unreadable, no matching rows, unbalanced markers, unknown attribute);
 2 usage error (bad arguments, a README that cannot be read).
@@ -62,7 +71,7 @@ import sys
 BEGIN = re.compile(r"^<!--\s*bench-table(?P<attrs>(?:\s.*?)?)\s*-->\s*$")
 END = re.compile(r"^<!--\s*/bench-table\s*-->\s*$")
 LIST_KEYS = ("op", "impl", "dtype", "shape", "variant")
-KEYS = ("json", "lesson", "torch") + LIST_KEYS
+KEYS = ("json", "lesson", "torch", "overlap") + LIST_KEYS
 
 
 class RegionError(Exception):
@@ -302,9 +311,61 @@ def render_region(attrs, readme_dir):
         raise RegionError(f"json={rel}: no measured row matches the marker's filters")
     if "torch" in attrs:
         lines = torch_lines(j, rel, recs, attrs["torch"], readme_dir)
+    elif "overlap" in attrs:
+        lines = overlap_lines(recs, attrs["overlap"])
     else:
         lines = ["", device_line(j, run_date(j, rel)), ""] + op_tables(recs)
     return [l + "\n" for l in lines]
+
+
+def overlap_lines(recs, serial):
+    """How much of the communication each impl hides (module docstring, overlap=IMPL)."""
+    def median(impl, shape, dtype):
+        r = next((x for x in recs if x["impl"] == impl and tuple(x["problem"]["shape"]) == shape
+                  and x["problem"]["dtype"] == dtype), None)
+        return None if r is None else r["median_ms"]
+    impls = []
+    for r in recs:
+        if r["impl"] not in impls:
+            impls.append(r["impl"])
+    if serial not in impls:
+        raise RegionError(f"overlap={serial}: no measured row of that impl")
+    impls.remove(serial)
+    impls.insert(0, serial)
+    out = ["", "| shape | dtype | impl | R ranks | 1 rank | exposed | hidden |",
+           "| --- | --- | --- | ---: | ---: | ---: | ---: |"]
+    problems = []
+    for r in recs:
+        key = (tuple(r["problem"]["shape"]), r["problem"]["dtype"])
+        if key[0][0] > 1 and key not in problems:
+            problems.append(key)
+    if not problems:
+        raise RegionError("overlap: no measured problem of more than one rank")
+    for shape, dtype in problems:
+        one = (1,) + shape[1:]
+        name = "x".join(str(d) for d in shape)
+        t = {}
+        for impl in impls:
+            many, single = median(impl, shape, dtype), median(impl, one, dtype)
+            if many is None:
+                continue
+            if single is None:
+                raise RegionError(f"overlap: {impl} has {name} {dtype} but not its one-rank twin "
+                                  + "x".join(str(d) for d in one))
+            t[impl] = (many, single, many - single)
+        if serial not in t:
+            raise RegionError(f"overlap: {serial} has no row for {name} {dtype}")
+        comm = t[serial][2]
+        if comm <= 0:
+            raise RegionError(f"overlap: {serial} at {name} {dtype} is no slower than at one rank")
+        for impl in impls:
+            if impl not in t:
+                continue
+            many, single, exposed = t[impl]
+            out.append(f"| {name} | {dtype} | {impl} | {fmt_ms(many)} | {fmt_ms(single)} | {fmt_ms(exposed)} | "
+                       f"{100 * (1 - exposed / comm):.0f}% |")
+    out.append("")
+    return out
 
 
 def torch_lines(j, rel, recs, trel, readme_dir):

@@ -28,6 +28,10 @@ tree is never written) and asserts one behaviour:
                        the impls its file has (attention backends: flash, cuDNN)
     torch_other_gpu    a torch= file from another GPU fails, and so does a problem PyTorch
                        has no row for
+    overlap            an overlap= region renders each impl's exposed time (its median at R
+                       ranks minus its own at one) and the share of the serial impl's it
+                       hides; a problem without its one-rank twin fails, and so does a
+                       serial impl with no row
 
 Exit 0 when the behaviour holds, 1 (with what was seen) when not.
 """
@@ -202,6 +206,32 @@ def main():
         write(tj, read(tj).replace('"device": "NVIDIA H200"', '"device": "NVIDIA H100 80GB HBM3"', 1))
         rc, out = run("render", "--check", readme)
         expect(rc, out, 1, "no PyTorch row for transpose 4096x4096 f32")
+    elif mode == "overlap":
+        kj = os.path.join(d, "bench", "h100-2026-11-25.json")
+        js = json.loads(read(kj))
+        proto = next(r for r in js["bench"] if r["status"] == "pass")
+        def rec(impl, shape, ms):
+            r = dict(proto, op="dp_step", impl=impl, median_ms=ms, lesson="16")
+            r["problem"] = {"shape": shape, "dtype": "bf16", "variant": ""}
+            return r
+        js["bench"] = [rec("serial", [2, 3, 8, 8], 9.0), rec("overlapped", [2, 3, 8, 8], 8.25),
+                       rec("serial", [1, 3, 8, 8], 8.0), rec("overlapped", [1, 3, 8, 8], 8.0)]
+        write(kj, json.dumps(js))
+        write(readme, "# T\n<!-- bench-table json=bench/h100-2026-11-25.json overlap=serial -->\n<!-- /bench-table -->\n")
+        rc, out = run("render", readme)
+        expect(rc, out, 0)
+        text = read(readme)
+        for needle in ("| 2x3x8x8 | bf16 | serial | 9.000 ms | 8.000 ms | 1.000 ms | 0% |",
+                       "| 2x3x8x8 | bf16 | overlapped | 8.250 ms | 8.000 ms | 250.0 us | 75% |"):
+            if needle not in text:
+                fail(f"rendered README lacks {needle!r}:\n{text}")
+        js["bench"] = js["bench"][:3]   # overlapped's one-rank row gone
+        write(kj, json.dumps(js))
+        rc, out = run("render", "--check", readme)
+        expect(rc, out, 1, "overlapped has 2x3x8x8 bf16 but not its one-rank twin 1x3x8x8")
+        write(readme, "# T\n<!-- bench-table json=bench/h100-2026-11-25.json overlap=nothing -->\n<!-- /bench-table -->\n")
+        rc, out = run("render", "--check", readme)
+        expect(rc, out, 1, "overlap=nothing: no measured row of that impl")
     elif mode == "no_rows":
         write(readme, committed.replace("op=transpose dtype=bf16", "op=transpose dtype=f16", 1))
         rc, out = run("render", "--check", readme)
