@@ -191,7 +191,7 @@ void gather(const klab::Launch& l) {
 
 KLAB_REGISTER(klab::register_lesson({.id = "16",
                                      .slug = "multi-gpu",
-                                     .title = "Multi-GPU: NCCL's all-reduce and a ring written by hand",
+                                     .title = "Multi-GPU: NCCL's all-reduce, a ring written by hand, and a data-parallel step",
                                      .exercise_op = "allreduce",
                                      .exercise_reference = "v3_ring_p2p",
                                      .exercise_hint = "lessons/16-multi-gpu/exercise.cu"}));

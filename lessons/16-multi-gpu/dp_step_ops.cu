@@ -193,7 +193,7 @@ klab::Op make_dp_step_op() {
   klab::Op op;
   op.lesson = "16";
   op.name = "dp_step";
-  op.summary = "one AdamW step of 12 pre-LN MLP blocks over a global batch split across ranks, gradients all-reduced";
+  op.summary = "one AdamW step of pre-LN MLP blocks over a global batch split across ranks, gradients all-reduced";
   op.dims = {"ranks", "blocks", "tokens", "C"};
   op.dtypes = {DType::bf16};
   // No tokens (a rank with nothing to add), one token, primes and sizes that are a multiple of
@@ -215,7 +215,7 @@ klab::Op make_dp_step_op() {
   op.bench_shapes = {{2, 12, 8192, 768}, {1, 12, 8192, 768}, {1, 12, 16384, 768}};
   op.seeds = 1;
   op.baseline = "v1_allreduce_after_backward";
-  op.tour = {"v1_allreduce_after_backward", "v2_bucket_overlap"};
+  op.tour = {"v1_allreduce_after_backward", "v3_copy_engine_ring"};
   op.bound = klab::Bound::compute;
   op.inputs = [](const klab::Problem& p) {
     const DpShape s = dp_shape(p);
