@@ -281,16 +281,6 @@ void widen(float* out, const bf16* in, int64_t n, cudaStream_t st) {
   KLAB_CHECK_LAUNCH();
 }
 
-// Block b's backward, in two parts: g (the gradient at its output) in, the gradient at its
-// input in the other half of d.g out (not at block 0: nothing needs it), block b's gradients
-// written.
-void backward_block_w2(const DpShape& s, const Problems& p, const RankData& d, int64_t b, cudaStream_t st);
-void backward_block_rest(const DpShape& s, const Problems& p, const RankData& d, int64_t b, cudaStream_t st);
-void backward_block(const DpShape& s, const Problems& p, const RankData& d, int64_t b, cudaStream_t st) {
-  backward_block_w2(s, p, d, b, st);
-  backward_block_rest(s, p, d, b, st);
-}
-
 // The gradient at block b's output: gy at the last block, else what block b + 1 left in d.g.
 const bf16* grad_out(const DpShape& s, const RankData& d, int64_t b) { return b == s.blocks - 1 ? d.gy : d.g[b % 2]; }
 
@@ -323,6 +313,14 @@ void backward_block_rest(const DpShape& s, const Problems& p, const RankData& d,
   if (b > 0)
     launch(kAdd, p.add, {view(d.dx, DType::bf16, {T * C}), view(g, DType::bf16, {T * C})},
            {view(d.g[(b - 1) % 2], DType::bf16, {T * C})}, kNoScalars, d, st);
+}
+
+// Block b's backward, both parts: g (the gradient at its output) in, the gradient at its
+// input in the other half of d.g out (not at block 0: nothing needs it), block b's gradients
+// written.
+void backward_block(const DpShape& s, const Problems& p, const RankData& d, int64_t b, cudaStream_t st) {
+  backward_block_w2(s, p, d, b, st);
+  backward_block_rest(s, p, d, b, st);
 }
 
 void adamw(const DpShape& s, const Problems& p, const RankData& d, const std::vector<double>& scalars, cudaStream_t st) {

@@ -161,8 +161,9 @@ klab::Tolerance tolerance(const klab::Problem& p, int k, const std::vector<std::
   const std::vector<double> sc = dp_adamw_scalars();
   const double lr = sc[0], b1 = sc[1], b2 = sc[2];
   klab::Tolerance t;
-  double largest = 0;
+  double largest = 0, a_most = 0, g_most = 0;   // for Tolerance::atol, the largest bound given
   for (double r : ts->rms) largest = std::max(largest, r);
+  for (i64 i = 0; i < static_cast<i64>(g.size()); ++i) a_most = std::max(a_most, a(i)), g_most = std::max(g_most, std::fabs(g[i]));
   switch (k) {
     case 0:   // grad
       t.rtol = grad_rtol;
@@ -173,12 +174,12 @@ klab::Tolerance tolerance(const klab::Problem& p, int k, const std::vector<std::
     case 2:   // m
       t.rtol = 0x1p-20;
       t.atol_at = [a, b1](i64 i) { return (1 - b1) * a(i); };
-      t.atol = (1 - b1) * 2 * kappa * largest;
+      t.atol = (1 - b1) * a_most;
       break;
     case 3:   // v
       t.rtol = 0x1p-20;
       t.atol_at = [a, g, b2](i64 i) { return (1 - b2) * (2 * std::fabs(g[i]) * a(i) + a(i) * a(i)); };
-      t.atol = 1;
+      t.atol = (1 - b2) * (2 * g_most * a_most + a_most * a_most);
       break;
     default:  // params (1), p16 (4)
       t.rtol = k == 1 ? 0x1p-20 : 0x1p-20 + 0x1p-8;
