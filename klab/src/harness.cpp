@@ -516,6 +516,37 @@ std::string run_label(const Run& r) {
   return r.candidate_name.empty() ? r.impl->name : fmt::format("{}[{}]", r.impl->name, r.candidate_name);
 }
 
+// Impl::deterministic: dc.host_out holds a checked launch's outputs on `set`; one more launch on
+// the same inputs must reproduce them byte for byte. "" or where they first differ.
+std::string same_bits_again(const Run& r, const Problem& p, const Inputs& in, InputSet& set, DeviceCase& dc,
+                            const std::vector<unsigned char>& pattern, cudaStream_t s) {
+  std::vector<std::vector<unsigned char>> first;
+  for (const HostTensor& t : dc.host_out) {
+    const auto* b = static_cast<const unsigned char*>(t.data());
+    first.emplace_back(b, b + t.bytes());
+  }
+  dc.prepare(set, *r.impl, pattern, s);
+  stage_gpu(r, p, in, set, dc, s);
+  launch_gpu(r, p, in, set, dc, s);
+  gather_gpu(r, p, in, set, dc, s);
+  KLAB_CHECK_CUDA(cudaStreamSynchronize(s));
+  dc.read_back(set);
+  for (std::size_t k = 0; k < first.size(); ++k) {
+    const HostTensor& t = dc.host_out[k];
+    const auto* b = static_cast<const unsigned char*>(t.data());
+    const auto at = std::mismatch(first[k].begin(), first[k].end(), b).first;
+    if (at != first[k].end()) {
+      const std::size_t elem = static_cast<std::size_t>(at - first[k].begin()) / dtype_size(t.dtype());
+      const std::string name = k < dc.out_specs.size() ? dc.out_specs[k].name : "in-out input";
+      return fmt::format("not deterministic: a second launch on the same inputs differs from the first at {}[{}] "
+                         "({} vs {}), and the impl promises the same bits (Impl::deterministic)",
+                         name, elem, t.get(static_cast<std::int64_t>(elem)),
+                         load_as_double(first[k].data(), t.dtype(), static_cast<std::int64_t>(elem)));
+    }
+  }
+  return "";
+}
+
 // One verified launch (or two, when the poison plan needs a second pattern) of run r on
 // the problem's inputs; fills rec. GPU errors propagate to the caller.
 void check_run(const Op& op, const Problem& p, const Run& r, Inputs& in, const Ref& ref, const PoisonPlan& plan,
@@ -547,6 +578,11 @@ void check_run(const Op& op, const Problem& p, const Run& r, Inputs& in, const R
       rec.message += fmt::format(" (second launch, outputs poisoned with 0x{:02X} bytes: some element was left unwritten)",
                                  pattern.front());
   }
+  if (rec.status == Status::pass && im.deterministic && on_gpu(im))
+    if (std::string why = same_bits_again(r, p, in, dc.inputs, dc, plan.pass(0), s); !why.empty()) {
+      rec.status = Status::fail;
+      rec.message = why;
+    }
 }
 
 std::string fail_line(const std::string& status, const std::string& op, const std::string& who, const Problem& p,
@@ -859,6 +895,9 @@ std::string recheck_gpu(const Op& op, const Problem& p, const Run& r, Inputs& in
   }
   judge_ref(op, p, in, ref, dc.host_out, plan.first, v, r.impl);
   if (v.status != Status::pass) return "last timed output wrong: " + v.message;
+  if (r.impl->deterministic)
+    if (std::string why = same_bits_again(r, p, in, dc.inputs, dc, plan.first, s); !why.empty())
+      return "after timing: " + why;
   if (plan.two_pass()) {
     check_run(op, p, r, in, ref, plan, dc, s, v);
     if (v.status != Status::pass) return "after timing: " + v.message;

@@ -8,6 +8,11 @@
 // The impl's own choice is always right; only verifying every candidate (Impl::candidates,
 // Launch::candidate) exposes wrong_slow, and `bench --candidate wrong_slow` must fail its
 // re-check. tests/cheats/check_cheats.py asserts both.
+//
+// cheat_nondeterministic declares Impl::deterministic and is not: the exact impl, then the
+// lowest bit of one output element flipped on every other call, one ulp, inside every
+// tolerance. Only the harness's second launch on the same inputs (test after its check,
+// bench after timing) can tell; check_cheats.py asserts that both report it.
 #include <cuda_runtime.h>
 
 #include <cstdint>
@@ -40,6 +45,24 @@ __global__ void corrupt_one(T* c, std::int64_t at) {
   c[at] = klab::from_f32<T>(2.0f * klab::to_f32(c[at]) + 1.0f);
 }
 
+// The lowest bit of element `at`'s representation flipped: one ulp (a zero becomes the
+// smallest subnormal).
+template <class T>
+__global__ void flip_low_bit(T* c, std::int64_t at) {
+  if constexpr (sizeof(T) == 4) reinterpret_cast<std::uint32_t*>(c)[at] ^= 1u;
+  else reinterpret_cast<std::uint16_t*>(c)[at] ^= 1u;
+}
+
+void run_nondeterministic(const klab::Launch& l) {
+  static int calls = 0;
+  const klab::Impl& exact = exact_impl(l.problem);
+  exact.run(l);
+  const lesson05::Shape s = lesson05::shape_of(l.problem);
+  if (++calls % 2 == 0 || static_cast<std::int64_t>(s.M) * s.N == 0) return;
+  klab::dispatch_float(l.problem.dtype, [&]<class T>() { flip_low_bit<T><<<1, 1, 0, l.stream>>>(l.out[0].as<T>(), 0); });
+  KLAB_CHECK_LAUNCH();
+}
+
 void run(const klab::Launch& l) {
   const klab::Impl& exact = exact_impl(l.problem);
   const lesson05::Shape s = lesson05::shape_of(l.problem);
@@ -66,3 +89,13 @@ KLAB_REGISTER(klab::register_impl({.op = "matmul",
                                    },
                                    .run = run,
                                    .candidates = candidates}));
+KLAB_REGISTER(klab::register_impl({.op = "matmul",
+                                   .name = "cheat_nondeterministic",
+                                   .summary = "cheat: promises the same bits every run, flips one bit every other call",
+                                   .kind = klab::ImplKind::cuda,
+                                   .supports = [](const klab::Problem& p) {
+                                     const klab::Impl& im = exact_impl(p);
+                                     return im.supports ? im.supports(p) : std::string();
+                                   },
+                                   .run = run_nondeterministic,
+                                   .deterministic = true}));

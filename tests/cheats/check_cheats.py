@@ -46,6 +46,8 @@ EXPECTED_REASON = {
     ("cheat_replay_first", "bench"): r"fresh",
     ("cheat_replay_by_output", "bench"): r"fresh",
     ("cheat_replay_by_shape", "bench"): r"fresh",
+    ("cheat_nondeterministic", "test"): r"not deterministic",
+    ("cheat_nondeterministic", "bench"): r"not deterministic",
 }
 AUTOTUNED = ("matmul", "cheat_autotuned")
 AUTOTUNED_WRONG = "wrong_slow"

@@ -189,6 +189,13 @@ struct Impl {
   // only enqueue on the launch's stream. Graph mode cannot replay such an impl (reported).
   std::function<void(const Launch&)> stage;
   std::function<void(const Launch&)> gather;
+  // For an impl that promises the same bits on the same inputs, run after run (no atomics
+  // whose order varies, no sums split by a run-time choice): after a passing check `klab
+  // test` launches it once more on the same inputs and fails it unless every output byte
+  // matches the first launch's, and `klab bench` does the same after timing with the last
+  // timed output. (Lesson 09's v2_mma_deterministic: a backward whose results a training
+  // run can reproduce.)
+  bool deterministic = false;
   // For an impl that draws its own random numbers (a vendor generator, lesson 07's cuRAND
   // dropout): its outputs are a different, equally valid draw, so they are not compared
   // element by element with the reference; the op's `properties` judge them instead (what
