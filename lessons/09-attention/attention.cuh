@@ -23,6 +23,7 @@
 #include <cstdint>
 #include <string>
 
+#include "klab/device/cp_async.cuh"
 #include "klab/device/mma.cuh"
 #include "klab/device/warp.cuh"
 #include "klab/op.hpp"
@@ -79,6 +80,38 @@ inline AttnArgs attn_args(const klab::Launch& l) {
           l.stream};
 }
 
+// The tiles of the mma.sync kernels (v2_mma_sync, attention_bwd's v1 and v2): (rows, D)
+// matrices of 16-bit elements in shared memory, copied in by cp.async and read by ldmatrix.
+//
+// Byte offset of 16-byte chunk `chunk` of tile row `row`. An ldmatrix reads one chunk from
+// each of 8 consecutive rows; rows of 128 or 256 bytes would put all 8 in the same banks.
+// XOR-ing the chunk with row % 8 lands the 8 in 8 different 16-byte bank groups (lesson 05's
+// swizzle):  equivalent to  phys_chunk = chunk ^ (row & 7).
+template <int D>
+__device__ __forceinline__ std::uint32_t swz(int row, int chunk) {
+  return static_cast<std::uint32_t>(row * (D * 2) + ((chunk ^ (row & 7)) << 4));
+}
+
+// Rows [r0, r0 + ROWS) of a (rows, D) matrix into a swizzled tile by cp.async, 16 bytes a
+// copy; rows at or past `rows` are zero-filled by the copy itself (source size 0). Thread
+// tid copies chunk column tid % kChunks of the rows tid / kChunks + i * kStep: a fixed
+// column and rows kStep apart, so one swizzle key (kStep is a multiple of 8) and one
+// address increment serve all of its copies.
+template <int ROWS, int D, int NT, class T>
+__device__ __forceinline__ void copy_tile_async(std::uint32_t s_tile, const T* g_m, i64 r0, i64 rows, int tid) {
+  constexpr int kChunks = D / 8, kStep = NT / kChunks;
+  static_assert(NT % kChunks == 0 && ROWS % kStep == 0 && kStep % 8 == 0,
+                "whole rows of chunks, evenly spaced, one swizzle key");
+  const int r = tid / kChunks, c = tid % kChunks;
+  const std::uint32_t s_dst = s_tile + swz<D>(r, c);
+  const T* g_src = g_m + (r0 + r) * D + c * 8;
+#pragma unroll
+  for (int i = 0; i < ROWS / kStep; ++i) {
+    const bool in = r0 + r + i * kStep < rows;
+    klab::cp_async_16(s_dst + i * kStep * D * 2, in ? g_src + static_cast<i64>(i) * kStep * D : g_m, in ? 16 : 0);
+  }
+}
+
 // The end of the tensor-core kernels (v2-v5), for the two query rows a thread holds in the
 // mma / wgmma accumulator layout: rows row0 and row0 + 8, columns 8 n + 2 c and + 1 of each
 // n8 block, r_o[4 n + 2 rr + 0..1] for row row0 + 8 rr (v2's r_o[n][4] is the same array).
@@ -105,6 +138,12 @@ __device__ __forceinline__ void store_rows(const AttnArgs& a, i64 bh, int row0, 
     if (c == 0) a.lse[bh * a.Sq + row] = sum > 0.f ? (m[rr] + log2f(sum)) * 0.69314718f : -INFINITY;
   }
 }
+
+// What attention_fwd and attention_bwd share (attention_ops.cu): the shape's checks ("" when
+// valid), and the (query, key) pairs the mask leaves visible, in closed form, which the ops'
+// FLOP counts are made of.
+std::string validate_attention(const klab::Problem& p);
+double visible_pairs(const klab::Problem& p);
 
 // The kernels are templates on the head dim: d = 64 and d = 128, the dims of nearly every
 // model (a kernel keeps a row of O in registers, sized at compile time). Other dims: the

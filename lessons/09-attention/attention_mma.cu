@@ -66,35 +66,6 @@ struct V2Tiles {
                 "every thread copies the same number of chunks");
 };
 
-// Byte offset of 16-byte chunk `chunk` of tile row `row`. An ldmatrix reads one chunk from
-// each of 8 consecutive rows; rows of 128 or 256 bytes would put all 8 in the same banks.
-// XOR-ing the chunk with row % 8 lands the 8 in 8 different 16-byte bank groups (lesson 05's
-// swizzle):  equivalent to  phys_chunk = chunk ^ (row & 7).
-template <int D>
-__device__ __forceinline__ uint32_t swz(int row, int chunk) {
-  return static_cast<uint32_t>(row * (D * 2) + ((chunk ^ (row & 7)) << 4));
-}
-
-// Rows [r0, r0 + ROWS) of a (rows, D) matrix into a swizzled tile by cp.async, 16 bytes a
-// copy; rows at or past `rows` are zero-filled by the copy itself (source size 0). Thread
-// tid copies chunk column tid % kChunks of the rows tid / kChunks + i * kStep: a fixed
-// column and rows kStep apart, so one swizzle key (kStep is a multiple of 8) and one
-// address increment serve all of its copies.
-template <int ROWS, int D, int NT, class T>
-__device__ __forceinline__ void copy_tile_async(uint32_t s_tile, const T* g_m, i64 r0, i64 rows, int tid) {
-  constexpr int kChunks = D / 8, kStep = NT / kChunks;
-  static_assert(NT % kChunks == 0 && ROWS % kStep == 0 && kStep % 8 == 0,
-                "whole rows of chunks, evenly spaced, one swizzle key");
-  const int r = tid / kChunks, c = tid % kChunks;
-  const uint32_t s_dst = s_tile + swz<D>(r, c);
-  const T* g_src = g_m + (r0 + r) * D + c * 8;
-#pragma unroll
-  for (int i = 0; i < ROWS / kStep; ++i) {
-    const bool in = r0 + r + i * kStep < rows;
-    klab::cp_async_16(s_dst + i * kStep * D * 2, in ? g_src + static_cast<i64>(i) * kStep * D : g_m, in ? 16 : 0);
-  }
-}
-
 // ============================================================================================
 // v2_mma_sync
 // ============================================================================================

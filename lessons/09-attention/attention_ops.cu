@@ -31,6 +31,7 @@
 #include <vector>
 
 #include "attention.cuh"
+#include "attention_ref.hpp"
 #include "klab/compare.hpp"
 #include "klab/op.hpp"
 #include "klab/rng.hpp"
@@ -42,7 +43,6 @@ using klab::DType;
 using klab::Problem;
 
 constexpr double kLargeRowScale = 256.0;   // a power of two: q * 256 is exact in bf16 and f16
-constexpr double kInf = std::numeric_limits<double>::infinity();
 
 bool large_row(i64 r) { return (r & 3) == 3; }
 
@@ -60,64 +60,15 @@ void generate(const Problem& p, std::uint64_t seed, klab::Inputs& in) {
 
 // ---- the fp64 reference, one query row at a time ------------------------------------------
 //
-// Written from the definition, apart from the kernels' visible_keys(): the mask is the
-// comparison j <= i + Sk - Sq itself. Scores in fp64 from the rounded inputs, the max
-// subtracted (fp64 overflows too, at exp(710)), probabilities normalized, O = P·V, and
-// L = max + ln(sum exp(s - max)).
+// attention_fwd_row (attention_ref.hpp), on the inputs as the kernels see them (rounded).
 struct RowRef {
-  const Shape& s;
+  RefShape s;
   const klab::Inputs& in;
   bool causal;
 
-  bool sees(i64 i, i64 j) const { return !causal || j <= i + s.Sk - s.Sq; }
-
-  // Flat row r = (b Hq + h) Sq + i: o[0, d) and L. `parallel`: split the keys over the
-  // host's cores (for the few long rows of a decoding shape); else serial (the caller
-  // splits the rows).
   void operator()(i64 r, double* o, double& L, bool parallel) const {
-    const i64 i = r % s.Sq, bh = r / s.Sq, b = bh / s.Hq, h = bh % s.Hq;
-    const i64 hk = h / (s.Hq / s.Hkv);
-    const klab::HostTensor &Q = in.tensors[0], &K = in.tensors[1], &V = in.tensors[2];
-    const i64 kv0 = (b * s.Hkv + hk) * s.Sk * s.d;
-    const double scale = 1.0 / std::sqrt(static_cast<double>(s.d));
-    std::vector<double> q(static_cast<std::size_t>(s.d)), sc(static_cast<std::size_t>(s.Sk));
-    for (i64 e = 0; e < s.d; ++e) q[e] = Q.get(r * s.d + e);
-    auto scores = [&](i64 j0, i64 j1) {
-      for (i64 j = j0; j < j1; ++j) {
-        double acc = 0;
-        for (i64 e = 0; e < s.d; ++e) acc += q[e] * K.get(kv0 + j * s.d + e);
-        sc[j] = sees(i, j) ? acc * scale : -kInf;
-      }
-    };
-    if (parallel) klab::parallel_for(s.Sk, scores, s.d);
-    else scores(0, s.Sk);
-    double m = -kInf;
-    for (i64 j = 0; j < s.Sk; ++j) m = std::max(m, sc[j]);
-    std::fill(o, o + s.d, 0.0);
-    if (m == -kInf) {   // no key seen: the convention of attention.cuh
-      L = -kInf;
-      return;
-    }
-    double l = 0;
-    for (i64 j = 0; j < s.Sk; ++j) l += (sc[j] = std::exp(sc[j] - m));
-    L = m + std::log(l);
-    auto pv = [&](i64 j0, i64 j1, double* acc) {
-      for (i64 j = j0; j < j1; ++j)
-        if (sc[j] != 0)
-          for (i64 e = 0; e < s.d; ++e) acc[e] += sc[j] * V.get(kv0 + j * s.d + e);
-    };
-    if (!parallel) {
-      pv(0, s.Sk, o);
-    } else {   // per-chunk partial rows, added in chunk order
-      const i64 chunks = 64, per = (s.Sk + chunks - 1) / chunks;
-      std::vector<double> part(static_cast<std::size_t>(chunks * s.d), 0.0);
-      klab::parallel_for(chunks, [&](i64 c0, i64 c1) {
-        for (i64 c = c0; c < c1; ++c) pv(c * per, std::min(s.Sk, (c + 1) * per), part.data() + c * s.d);
-      }, per * s.d);
-      for (i64 c = 0; c < chunks; ++c)
-        for (i64 e = 0; e < s.d; ++e) o[e] += part[c * s.d + e];
-    }
-    for (i64 e = 0; e < s.d; ++e) o[e] /= l;
+    attention_fwd_row(s, causal, HostGet{&in.tensors[0]}, HostGet{&in.tensors[1]}, HostGet{&in.tensors[2]}, r, o, L,
+                      parallel);
   }
 };
 
@@ -127,7 +78,7 @@ klab::Reference reference(const Problem& p, const klab::Inputs& in) {
   klab::Reference ref(2);
   ref[0] = klab::RefArray(static_cast<std::size_t>(rows * s.d));
   ref[1] = klab::RefArray(static_cast<std::size_t>(rows));
-  const RowRef row{s, in, is_causal(p)};
+  const RowRef row{{s.B, s.Hq, s.Hkv, s.Sq, s.Sk, s.d}, in, is_causal(p)};
   if (rows >= 64) {
     klab::parallel_for(rows, [&](i64 r0, i64 r1) {
       for (i64 r = r0; r < r1; ++r) row(r, ref[0].data() + r * s.d, ref[1][r], false);
@@ -155,7 +106,7 @@ std::vector<klab::SampledReference> sample(const Problem& p, const klab::Inputs&
   std::sort(pick.begin(), pick.end());
   pick.erase(std::unique(pick.begin(), pick.end()), pick.end());
   std::vector<klab::SampledReference> out(2);
-  const RowRef row{s, in, is_causal(p)};
+  const RowRef row{{s.B, s.Hq, s.Hkv, s.Sq, s.Sk, s.d}, in, is_causal(p)};
   std::vector<double> o(static_cast<std::size_t>(s.d));
   for (i64 r : pick) {
     double L = 0;
@@ -178,6 +129,8 @@ bool sample_only(const Problem& p) {
   return work > 4294967296.0 || largest > (i64{1} << 28);
 }
 
+}  // namespace
+
 // Visible (query, key) pairs, in closed form: query i sees max(0, min(Sk, i + a)) keys with
 // a = Sk - Sq + 1 (every key without the mask). The sum over i of min(Sk, max(0, i + a)) is
 // the triangle 0 + 1 + ... up to where i + a reaches Sk, then Sk a row. In double: exact
@@ -195,7 +148,19 @@ double visible_pairs(const Problem& p) {
   return pairs;
 }
 
-}  // namespace
+std::string validate_attention(const Problem& p) {
+  if (p.shape.size() != 6) return "shape must be {B, Hq, Hkv, Sq, Sk, d}";
+  const Shape s = shape_of(p);
+  if (s.B < 0 || s.Sq < 0 || s.Sk < 0) return "B, Sq and Sk must be >= 0";
+  if (s.Hq < 1 || s.Hkv < 1 || s.d < 1) return "Hq, Hkv and d must be >= 1";
+  if (s.Hq % s.Hkv != 0) return "Hq must be a multiple of Hkv (grouped-query attention)";
+  for (i64 x : p.shape)
+    if (x > std::numeric_limits<int>::max()) return "every dim must fit in 31 bits";
+  const i64 largest = std::max(s.B * s.Hq * s.Sq * s.d, s.B * s.Hkv * s.Sk * s.d);
+  // Past 2^31 elements a check holds ~20 GB: bf16 only (f16 shares every index computation).
+  if (largest > std::numeric_limits<int>::max() && p.dtype != DType::bf16) return "past 2^31 elements: bf16 only";
+  return "";
+}
 
 // ---- the tolerance ---------------------------------------------------------------------------
 //
@@ -277,19 +242,6 @@ std::vector<klab::TensorSpec> outputs(const Problem& p) {
   return {{"O", p.dtype, {s.B, s.Hq, s.Sq, s.d}}, {"L", DType::f32, {s.B, s.Hq, s.Sq}}};
 }
 
-std::string validate(const Problem& p) {
-  if (p.shape.size() != 6) return "shape must be {B, Hq, Hkv, Sq, Sk, d}";
-  const Shape s = shape_of(p);
-  if (s.B < 0 || s.Sq < 0 || s.Sk < 0) return "B, Sq and Sk must be >= 0";
-  if (s.Hq < 1 || s.Hkv < 1 || s.d < 1) return "Hq, Hkv and d must be >= 1";
-  if (s.Hq % s.Hkv != 0) return "Hq must be a multiple of Hkv (grouped-query attention)";
-  for (i64 x : p.shape)
-    if (x > std::numeric_limits<int>::max()) return "every dim must fit in 31 bits";
-  const i64 largest = std::max(s.B * s.Hq * s.Sq * s.d, s.B * s.Hkv * s.Sk * s.d);
-  // Past 2^31 elements a check holds ~20 GB: bf16 only (f16 shares every index computation).
-  if (largest > std::numeric_limits<int>::max() && p.dtype != DType::bf16) return "past 2^31 elements: bf16 only";
-  return "";
-}
 
 klab::Op make_attention_fwd_op() {
   klab::Op op;
@@ -340,7 +292,7 @@ klab::Op make_attention_fwd_op() {
     const Shape s = shape_of(p);
     return 4.0 * static_cast<double>(s.B * s.Hq) * static_cast<double>(s.d) * visible_pairs(p);
   };
-  op.validate = validate;
+  op.validate = validate_attention;
   return op;
 }
 

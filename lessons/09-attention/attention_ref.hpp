@@ -1,9 +1,15 @@
-// lessons/09-attention/attention_bwd_ref.hpp — the fp64 reference of attention's backward
-// pass, for the op attention_bwd (its kernels are still to come): dQ, dK and dV from Q, K,
-// V, the forward's O and L, and the gradient dO of the loss with respect to O.
+// lessons/09-attention/attention_ref.hpp — the fp64 references of attention, forward and
+// backward, written from the definitions, host only: the ops' references and generator
+// (attention_ops.cu, attention_bwd_ops.cu) and the CPU tests use them.
 //
-// From the forward's definition (attention_ops.cu), with s_ij = q_i · k_j / sqrt(d) over the
-// keys j that query i sees (attention.cuh: causal bottom-right) and P_ij = exp(s_ij − L_i):
+// The forward (op attention_fwd): query row r's O and L, the softmax's max subtracted (fp64
+// overflows too, at exp(710)), the mask the comparison j <= i + Sk - Sq itself (apart from
+// the kernels' visible_keys()).
+//
+// The backward (op attention_bwd): dQ, dK and dV from Q, K, V, the forward's O and L, and
+// the gradient dO of the loss with respect to O. From the forward's definition, with
+// s_ij = q_i · k_j / sqrt(d) over the keys j that query i sees (attention.cuh: causal
+// bottom-right) and P_ij = exp(s_ij − L_i):
 //   dV_j = Σ_i P_ij dO_i
 //   dP_ij = dO_i · v_j          D_i = dO_i · O_i  (= Σ_j P_ij dP_ij)
 //   dS_ij = P_ij (dP_ij − D_i)
@@ -13,31 +19,97 @@
 // exactly as the kernels see them. A query that sees no key (L = −inf) contributes nothing.
 // tests/test_attention_bwd.cpp checks it against finite differences of an fp64 forward.
 //
-// Row functions, so that a bench shape can be checked at a sample: one query row's dQ costs
-// Sk · d, one key row's dK and dV cost (Hq / Hkv) · Sq · d. Tensors are read through
-// accessors (i64 flat index -> double): a HostTensor's get, or a plain array in the tests.
+// Row functions, so that a bench shape can be checked at a sample: one query row's O, L or
+// dQ costs Sk · d, one key row's dK and dV cost (Hq / Hkv) · Sq · d. Tensors are read through
+// accessors (i64 flat index -> double): a HostTensor's get, a float array, or a plain array
+// in the tests.
 #pragma once
 
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <limits>
 #include <vector>
 
+#include "klab/rng.hpp"
+
 namespace lesson09 {
 
-struct BwdShape {
+struct RefShape {
   std::int64_t B, Hq, Hkv, Sq, Sk, d;
 };
 
+// The accessor of a HostTensor (or anything with get(i64) -> double): element i as fp64.
+template <class T>
+struct HostGet {
+  const T* t;
+  double operator()(std::int64_t i) const { return t->get(i); }
+};
+template <class T>
+HostGet(const T*) -> HostGet<T>;
+
 // Whether query i sees key j (attention.cuh's bottom-right causal convention, written as the
 // comparison itself).
-inline bool bwd_sees(const BwdShape& s, bool causal, std::int64_t i, std::int64_t j) {
+inline bool ref_sees(const RefShape& s, bool causal, std::int64_t i, std::int64_t j) {
   return !causal || j <= i + s.Sk - s.Sq;
+}
+
+// O of query row r = (b Hq + h) Sq + i into o[0, d), and L: scores in fp64 from the inputs as
+// given, the max subtracted, probabilities normalized, O = P·V, L = max + ln(sum exp(s - max)).
+// A row that sees no key: O = 0, L = -inf (attention.cuh's convention). `parallel`: split the
+// keys over the host's cores (for the few long rows of a decoding shape); else serial (the
+// caller splits the rows).
+template <class Get>
+void attention_fwd_row(const RefShape& s, bool causal, const Get& Q, const Get& K, const Get& V, std::int64_t r,
+                       double* o, double& L, bool parallel) {
+  using i64 = std::int64_t;
+  constexpr double kInf = std::numeric_limits<double>::infinity();
+  const i64 i = r % s.Sq, bh = r / s.Sq, b = bh / s.Hq, h = bh % s.Hq;
+  const i64 kv0 = (b * s.Hkv + h / (s.Hq / s.Hkv)) * s.Sk * s.d;
+  const double scale = 1.0 / std::sqrt(static_cast<double>(s.d));
+  std::vector<double> q(static_cast<std::size_t>(s.d)), sc(static_cast<std::size_t>(s.Sk));
+  for (i64 e = 0; e < s.d; ++e) q[e] = Q(r * s.d + e);
+  auto scores = [&](i64 j0, i64 j1) {
+    for (i64 j = j0; j < j1; ++j) {
+      double acc = 0;
+      for (i64 e = 0; e < s.d; ++e) acc += q[e] * K(kv0 + j * s.d + e);
+      sc[j] = ref_sees(s, causal, i, j) ? acc * scale : -kInf;
+    }
+  };
+  if (parallel) klab::parallel_for(s.Sk, scores, s.d);
+  else scores(0, s.Sk);
+  double m = -kInf;
+  for (i64 j = 0; j < s.Sk; ++j) m = std::max(m, sc[j]);
+  std::fill(o, o + s.d, 0.0);
+  if (m == -kInf) {   // no key seen
+    L = -kInf;
+    return;
+  }
+  double l = 0;
+  for (i64 j = 0; j < s.Sk; ++j) l += (sc[j] = std::exp(sc[j] - m));
+  L = m + std::log(l);
+  auto pv = [&](i64 j0, i64 j1, double* acc) {
+    for (i64 j = j0; j < j1; ++j)
+      if (sc[j] != 0)
+        for (i64 e = 0; e < s.d; ++e) acc[e] += sc[j] * V(kv0 + j * s.d + e);
+  };
+  if (!parallel) {
+    pv(0, s.Sk, o);
+  } else {   // per-chunk partial rows, added in chunk order
+    const i64 chunks = 64, per = (s.Sk + chunks - 1) / chunks;
+    std::vector<double> part(static_cast<std::size_t>(chunks * s.d), 0.0);
+    klab::parallel_for(chunks, [&](i64 c0, i64 c1) {
+      for (i64 c = c0; c < c1; ++c) pv(c * per, std::min(s.Sk, (c + 1) * per), part.data() + c * s.d);
+    }, per * s.d);
+    for (i64 c = 0; c < chunks; ++c)
+      for (i64 e = 0; e < s.d; ++e) o[e] += part[c * s.d + e];
+  }
+  for (i64 e = 0; e < s.d; ++e) o[e] /= l;
 }
 
 // dQ of query row r = (b Hq + h) Sq + i into dq[0, d).
 template <class Get>
-void attention_bwd_dq_row(const BwdShape& s, bool causal, const Get& Q, const Get& K, const Get& V, const Get& O,
+void attention_bwd_dq_row(const RefShape& s, bool causal, const Get& Q, const Get& K, const Get& V, const Get& O,
                           const Get& dO, const Get& L, std::int64_t r, double* dq) {
   using i64 = std::int64_t;
   const i64 i = r % s.Sq, bh = r / s.Sq, b = bh / s.Hq, h = bh % s.Hq;
@@ -48,7 +120,7 @@ void attention_bwd_dq_row(const BwdShape& s, bool causal, const Get& Q, const Ge
   double D = 0;
   for (i64 e = 0; e < s.d; ++e) D += dO(r * s.d + e) * O(r * s.d + e);
   for (i64 j = 0; j < s.Sk; ++j) {
-    if (!bwd_sees(s, causal, i, j)) continue;
+    if (!ref_sees(s, causal, i, j)) continue;
     double sc = 0, dp = 0;
     for (i64 e = 0; e < s.d; ++e) {
       sc += Q(r * s.d + e) * K(kv0 + j * s.d + e);
@@ -61,7 +133,7 @@ void attention_bwd_dq_row(const BwdShape& s, bool causal, const Get& Q, const Ge
 
 // dK and dV of key row t = (b Hkv + hk) Sk + j into dk[0, d) and dv[0, d).
 template <class Get>
-void attention_bwd_dkv_row(const BwdShape& s, bool causal, const Get& Q, const Get& K, const Get& V, const Get& O,
+void attention_bwd_dkv_row(const RefShape& s, bool causal, const Get& Q, const Get& K, const Get& V, const Get& O,
                            const Get& dO, const Get& L, std::int64_t t, double* dk, double* dv) {
   using i64 = std::int64_t;
   const i64 j = t % s.Sk, bhk = t / s.Sk, b = bhk / s.Hkv, hk = bhk % s.Hkv, group = s.Hq / s.Hkv;
@@ -71,7 +143,7 @@ void attention_bwd_dkv_row(const BwdShape& s, bool causal, const Get& Q, const G
     for (i64 i = 0; i < s.Sq; ++i) {
       const i64 r = (b * s.Hq + h) * s.Sq + i;
       const double Li = L(r);
-      if (!bwd_sees(s, causal, i, j) || Li == -std::numeric_limits<double>::infinity()) continue;
+      if (!ref_sees(s, causal, i, j) || Li == -std::numeric_limits<double>::infinity()) continue;
       double sc = 0, dp = 0, D = 0;
       for (i64 e = 0; e < s.d; ++e) {
         sc += Q(r * s.d + e) * K(t * s.d + e);
@@ -89,7 +161,7 @@ void attention_bwd_dkv_row(const BwdShape& s, bool causal, const Get& Q, const G
 // The whole backward: dQ (B, Hq, Sq, d), dK and dV (B, Hkv, Sk, d), serially (small shapes;
 // the op's reference splits the rows over the host's cores with the row functions).
 template <class Get>
-void attention_bwd_reference(const BwdShape& s, bool causal, const Get& Q, const Get& K, const Get& V, const Get& O,
+void attention_bwd_reference(const RefShape& s, bool causal, const Get& Q, const Get& K, const Get& V, const Get& O,
                              const Get& dO, const Get& L, std::vector<double>& dQ, std::vector<double>& dK,
                              std::vector<double>& dV) {
   using i64 = std::int64_t;
