@@ -458,3 +458,38 @@ TEST(AttentionBwdTolerance, RmsModelMatchesTheReference) {
       }
     }
 }
+
+// The generator's O and L (attention_bwd_ops.cu's forward_fast, the loop order that makes the
+// bench shapes affordable) are the fp64 forward of attention_ref.hpp, rounded once: O to the
+// dtype (within its unit roundoff u_p of the fp64 value, or half f16's subnormal spacing,
+// 2^-25, near zero), L to fp32.
+TEST(AttentionBwdOp, TheGeneratorsOAndLAreTheReferenceForward) {
+  const klab::Op* op = attention_bwd_op();
+  if (!op) GTEST_SKIP() << "lesson 09 is not in this build";
+  const std::vector<std::pair<klab::Dims, std::string>> cases = {{{1, 4, 2, 127, 127, 64}, ""},
+                                                                 {{1, 4, 2, 127, 127, 64}, "causal"},
+                                                                 {{1, 2, 2, 1009, 67, 128}, "causal"},
+                                                                 {{2, 3, 1, 1, 4099, 128}, ""}};
+  for (const auto& [dims, variant] : cases)
+    for (const DType t : {DType::bf16, DType::f16}) {
+      const Problem p{dims, t, variant};
+      const Dims6 s = dims_of(p);
+      const lesson09::RefShape rs{s.B, s.Hq, s.Hkv, s.Sq, s.Sk, s.d};
+      const Inputs in = klab::make_inputs(*op, p, 9);
+      const double up = t == DType::bf16 ? std::ldexp(1.0, -8) : std::ldexp(1.0, -11);
+      std::vector<double> o(static_cast<std::size_t>(s.d));
+      int worst_o = 0, worst_l = 0;
+      for (i64 r = 0; r < s.B * s.Hq * s.Sq; ++r) {
+        double l = 0;
+        lesson09::attention_fwd_row(rs, variant == "causal", lesson09::HostGet{&in.tensors[0]},
+                                    lesson09::HostGet{&in.tensors[1]}, lesson09::HostGet{&in.tensors[2]}, r, o.data(),
+                                    l, false);
+        const double got_l = in.tensors[5].get(r);
+        if (std::isinf(l)) worst_l += got_l != l;
+        else worst_l += std::abs(got_l - l) > std::ldexp(1.0, -24) * std::abs(l) + 1e-300;
+        for (i64 e = 0; e < s.d; ++e) worst_o += std::abs(in.tensors[3].get(r * s.d + e) - o[e]) > up * std::abs(o[e]) + std::ldexp(1.0, -25);
+      }
+      EXPECT_EQ(worst_o, 0) << p.label() << ": elements of O off the fp64 forward by more than its rounding";
+      EXPECT_EQ(worst_l, 0) << p.label() << ": rows of L off the fp64 forward by more than its rounding";
+    }
+}

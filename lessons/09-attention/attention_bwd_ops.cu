@@ -68,28 +68,76 @@ bool fits_floats(const Problem& p) {
   return std::max(s.B * s.Hq * s.Sq * s.d, s.B * s.Hkv * s.Sk * s.d) <= (i64{1} << 28);
 }
 
+// The fp64 forward of every query row, for the generator where the tensors fit as fp32
+// arrays: the definition of attention_fwd_row, in the loop order that makes it fast enough
+// for the bench shapes (2^40 multiply-adds at 16384 keys). K of each K/V head is transposed
+// to (d, Sk) once, so that a row's scores are d passes of one multiply-add over contiguous
+// keys (independent sums the compiler vectorizes; the dot product's one running sum would
+// stall on its own latency); O = P·V likewise over contiguous head dims. Only the visible
+// keys, a prefix (attention.cuh), are computed. tests/test_attention_bwd.cpp checks it
+// against attention_fwd_row.
+void forward_fast(const RefShape& s, bool causal, const std::vector<float>& q, const std::vector<float>& k,
+                  const std::vector<float>& v, klab::HostTensor& O, klab::HostTensor& L) {
+  const i64 kv_heads = s.B * s.Hkv, rows = s.B * s.Hq * s.Sq;
+  std::vector<float> kt(k.size());
+  klab::parallel_for(kv_heads * s.d, [&](i64 x0, i64 x1) {   // (head, e) rows of the transpose
+    for (i64 x = x0; x < x1; ++x) {
+      const i64 hk = x / s.d, e = x % s.d;
+      for (i64 j = 0; j < s.Sk; ++j)
+        kt[static_cast<std::size_t>((hk * s.d + e) * s.Sk + j)] = k[static_cast<std::size_t>((hk * s.Sk + j) * s.d + e)];
+    }
+  }, s.Sk);
+  const double scale = 1.0 / std::sqrt(static_cast<double>(s.d));
+  klab::parallel_for(rows, [&](i64 r0, i64 r1) {
+    std::vector<double> sc(static_cast<std::size_t>(s.Sk)), o(static_cast<std::size_t>(s.d));
+    for (i64 r = r0; r < r1; ++r) {
+      const i64 i = r % s.Sq, bh = r / s.Sq, b = bh / s.Hq, h = bh % s.Hq;
+      const i64 hk = b * s.Hkv + h / (s.Hq / s.Hkv);
+      const i64 n = visible_keys(i, s.Sq, s.Sk, causal);
+      std::fill(o.begin(), o.end(), 0.0);
+      if (n == 0) {   // no key seen: O = 0, L = -inf
+        for (i64 e = 0; e < s.d; ++e) O.set(r * s.d + e, 0.0);
+        L.set(r, -std::numeric_limits<double>::infinity());
+        continue;
+      }
+      std::fill(sc.begin(), sc.begin() + n, 0.0);
+      for (i64 e = 0; e < s.d; ++e) {
+        const double qe = q[static_cast<std::size_t>(r * s.d + e)];
+        const float* row = kt.data() + (hk * s.d + e) * s.Sk;
+        for (i64 j = 0; j < n; ++j) sc[j] += qe * row[j];
+      }
+      double m = -std::numeric_limits<double>::infinity();
+      for (i64 j = 0; j < n; ++j) m = std::max(m, sc[j] *= scale);
+      double l = 0;
+      for (i64 j = 0; j < n; ++j) {
+        const double pj = std::exp(sc[j] - m);
+        l += pj;
+        const float* vj = v.data() + (hk * s.Sk + j) * s.d;
+        for (i64 e = 0; e < s.d; ++e) o[e] += pj * vj[e];
+      }
+      for (i64 e = 0; e < s.d; ++e) O.set(r * s.d + e, o[e] / l);
+      L.set(r, m + std::log(l));
+    }
+  }, s.Sk * s.d);
+}
+
 void generate(const Problem& p, std::uint64_t seed, klab::Inputs& in) {
   for (int k : {kQ, kK, kV, kdO}) klab::fill_uniform(in.tensors[k], klab::derive_seed(seed, k), -1.0, 1.0);
   const RefShape s = ref_shape(p);
   const bool causal = is_causal(p);
-  const i64 rows = s.B * s.Hq * s.Sq;
   klab::HostTensor &O = in.tensors[kO], &L = in.tensors[kL];
-  // One query row: its O and L from the rounded Q, K, V; O rounded to the dtype by set().
-  auto row = [&](const auto& q, const auto& k, const auto& v, i64 r, bool parallel) {
-    std::vector<double> o(static_cast<std::size_t>(s.d));
+  if (fits_floats(p)) {
+    forward_fast(s, causal, as_floats(in.tensors[kQ]), as_floats(in.tensors[kK]), as_floats(in.tensors[kV]), O, L);
+    return;
+  }
+  // The shape past 2^31 elements: few rows, each split over the cores; O rounded by set().
+  std::vector<double> o(static_cast<std::size_t>(s.d));
+  for (i64 r = 0; r < s.B * s.Hq * s.Sq; ++r) {
     double l = 0;
-    attention_fwd_row(s, causal, q, k, v, r, o.data(), l, parallel);
+    attention_fwd_row(s, causal, HostGet{&in.tensors[kQ]}, HostGet{&in.tensors[kK]}, HostGet{&in.tensors[kV]}, r,
+                      o.data(), l, true);
     for (i64 e = 0; e < s.d; ++e) O.set(r * s.d + e, o[e]);
     L.set(r, l);
-  };
-  if (fits_floats(p)) {
-    const std::vector<float> q = as_floats(in.tensors[kQ]), k = as_floats(in.tensors[kK]), v = as_floats(in.tensors[kV]);
-    klab::parallel_for(rows, [&](i64 r0, i64 r1) {
-      for (i64 r = r0; r < r1; ++r) row(FloatGet{q.data()}, FloatGet{k.data()}, FloatGet{v.data()}, r, false);
-    }, s.Sk * s.d);
-  } else {   // the shape past 2^31 elements: few rows, each split over the cores
-    for (i64 r = 0; r < rows; ++r)
-      row(HostGet{&in.tensors[kQ]}, HostGet{&in.tensors[kK]}, HostGet{&in.tensors[kV]}, r, true);
   }
 }
 
