@@ -49,6 +49,10 @@ What each op runs:
                       diagonal top-left, lesson 09 bottom-right: the same mask for these square
                       problems. No torch.compile rows (the backends are the kernels). A backend
                       that refuses a problem is skipped with its reason.
+  attention_bwd       the gradients of that attention (q, k, v) for a given dO (autograd.grad,
+                      the forward run once, with the same backend, before the timing and its
+                      graph kept: the backend's own backward kernels run); the same problems and
+                      backends; TFLOP/s as lesson 09 counts the backward, 2.5 times the forward's
   adamw               one optimizer.step() of torch.optim.AdamW (lr 1e-3, betas (0.9, 0.999),
                       eps 1e-8, weight_decay 0.1) over lesson 11's bench problem: 2^26 fp32
                       parameters in 13 tensors sized as training.cuh's adamw_sizes sizes them
@@ -75,10 +79,10 @@ What each op runs:
                       8 bytes a row (targets and the saved log-sum-exp)
 
 The output JSON: {"device", "torch", "cuda", "date", "rows": [{"op", "shape", "dtype",
-"variant", "impl" ("torch_eager" or "torch_compile"; attention_fwd's backends torch_flash
+"variant", "impl" ("torch_eager" or "torch_compile"; attention_fwd's and attention_bwd's backends torch_flash
 and torch_cudnn; adamw's torch_fused and torch_foreach), "median_ms", "min_ms", "max_ms", "reps",
 "gbps" (memory-bound ops) or "tflops" (linear_bias_act, attention_fwd: lesson 09's count,
-4 B Hq d times the visible (query, key) pairs)}]}. `--smoke` runs tiny shapes on
+4 B Hq d times the visible (query, key) pairs; attention_bwd 10 B Hq d times them)}]}. `--smoke` runs tiny shapes on
 whatever device is there (the CPU too) to check the script itself.
 """
 import argparse
@@ -96,7 +100,7 @@ ATTENTION = [(4, 16, 16, 4096, 4096, 128), (8, 16, 16, 4096, 4096, 64), (1, 16, 
 CROSS_ENTROPY = [(8192, 50257), (4096, 128256)]   # lesson 11's (rows, vocab): GPT-2's and Llama 3's
 ADAMW = [(1 << 26, 13, 1)]                        # lesson 11's (params, tensors, steps)
 OPS = ["add_mul", "linear_bias_act", "dropout", "dropout_residual_layernorm", "dropout_residual_layernorm_backward",
-       "layernorm", "layernorm_backward", "rmsnorm", "rmsnorm_backward", "attention_fwd", "adamw",
+       "layernorm", "layernorm_backward", "rmsnorm", "rmsnorm_backward", "attention_fwd", "attention_bwd", "adamw",
        "cross_entropy_fwd", "cross_entropy_bwd"]
 IGNORE_INDEX = -100
 
@@ -174,7 +178,7 @@ def cases(op, smoke):
     if op == "linear_bias_act":
         shapes = [(64, 48, 32)] if smoke else LINEAR
         return [(s, "bf16", v) for s in shapes for v in ("gelu", "relu", "silu", "bias")]
-    if op == "attention_fwd":
+    if op in ("attention_fwd", "attention_bwd"):
         shapes = [(1, 4, 2, 65, 65, 64)] if smoke else ATTENTION
         return [(s, "bf16", v) for s in shapes for v in ("", "causal")]
     if op == "adamw":
@@ -206,14 +210,17 @@ def build(torch, op, shape, dtype, variant, device):
     if op == "dropout":
         x = rand(*shape)
         return (lambda: F.dropout(x, p=0.1, training=True)), 2 * x.numel() * size, "gbps"
-    if op == "attention_fwd":
+    if op in ("attention_fwd", "attention_bwd"):
         B, Hq, Hkv, Sq, Sk, d = shape
         assert Sq == Sk, "PyTorch's causal mask is top-left: only square problems match lesson 09's"
-        q, k, v = rand(B, Hq, Sq, d), rand(B, Hkv, Sk, d), rand(B, Hkv, Sk, d)
+        bwd = op == "attention_bwd"
+        q, k, v = rand(B, Hq, Sq, d, grad=bwd), rand(B, Hkv, Sk, d, grad=bwd), rand(B, Hkv, Sk, d, grad=bwd)
         causal = variant == "causal"
         pairs = Sq * (Sq + 1) // 2 if causal else Sq * Sk
-        return (lambda: F.scaled_dot_product_attention(q, k, v, is_causal=causal, enable_gqa=Hq != Hkv)), \
-            4.0 * B * Hq * d * pairs, "tflops"
+        fwd = lambda: F.scaled_dot_product_attention(q, k, v, is_causal=causal, enable_gqa=Hq != Hkv)
+        if bwd:
+            return ("backward", fwd, (q, k, v), rand(B, Hq, Sq, d)), 10.0 * B * Hq * d * pairs, "tflops"
+        return fwd, 4.0 * B * Hq * d * pairs, "tflops"
     if op == "adamw":
         params, tensors, steps = shape
         assert steps == 1, "one optimizer.step() a timed call"
@@ -342,6 +349,8 @@ def main():
             impls = [("torch_eager", fn)]
             if op == "attention_fwd":
                 impls = attention_backends(torch, fn, device)
+            elif op == "attention_bwd":   # the backend chosen for the forward runs its own backward
+                impls = [(name, (fn[0], f, fn[2], fn[3])) for name, f in attention_backends(torch, fn[1], device)]
             elif op == "adamw":
                 impls = adamw_impls(fn)
             elif not a.no_compile:
