@@ -357,6 +357,7 @@ klab::Op make_attention_bwd_op() {
   op.variants = {"", "causal"};
   op.test_shapes = {
       {0, 2, 2, 5, 5, 64},            // empty batch
+      {1, 1, 1, 1, 1, 1},             // one element (d = 1: the reference only; the kernels say why)
       {1, 1, 1, 1, 1, 64},            // S = 1: dS = 0, dQ = dK = 0 exactly, dV = dO
       {1, 2, 2, 1, 1, 128},
       {1, 1, 1, 5, 5, 64},            // five keys: D a third of dP's size
