@@ -9,8 +9,10 @@
 //                          problems, as the op lays them out.
 //          attention_bwd:  graph.sdpa_backward(q, k, v, o, dO, stats): dQ, dK, dV, with the
 //                          op's L bound as the Stats input (it is what the forward's Stats
-//                          output holds), the same scale and mask; dK and dV summed over the
-//                          query heads of a group by cuDNN itself.
+//                          output holds), the same scale and mask (aligned top-left where
+//                          Sq = Sk, the same mask, which cuDNN's backward runs faster: see
+//                          built_bwd_for); dK and dV summed over the query heads of a group
+//                          by cuDNN itself.
 //
 // Built only when CMake found cuDNN 9 and the frontend's headers (the PyPI package
 // nvidia-cudnn-frontend, which tools/setup.sh installs into .venv beside Triton): the impls
@@ -153,7 +155,15 @@ BuiltBwd* built_bwd_for(const klab::Problem& p) {
                    .set_name("sdpa_backward")
                    .set_attn_scale(1.f / std::sqrt(static_cast<float>(s.d)))
                    .set_deterministic_algorithm(false);   // cuDNN's default, said here: see the header
-  if (is_causal(p)) attrs.set_causal_mask_bottom_right(true);
+  // Causal: with Sq = Sk the bottom-right and the top-left alignment are the same mask, and
+  // only with the top-left one does cuDNN's backward skip the masked tiles (H100,
+  // 2026-11-27, 4x16x16x4096x4096x128: 2.55 ms aligned bottom-right, no faster than without
+  // the mask, where PyTorch's cuDNN backend, top-left, took 1.45 ms). A fair baseline gets
+  // the fast one; Sq != Sk keeps the op's bottom-right.
+  if (is_causal(p)) {
+    if (s.Sq == s.Sk) attrs.set_causal_mask(true);
+    else attrs.set_causal_mask_bottom_right(true);
+  }
   auto [dq, dk, dv] = g.sdpa_backward(b.q, b.k, b.v, b.o, b.dO, b.stats, attrs);
   // cuDNN's backward checks its outputs' dims and strides before inferring anything, so all
   // three are given: the op's contiguous layouts, dK and dV with the K/V heads.
