@@ -11,9 +11,10 @@ file-name order they came out by hash, and every autotune label and --candidate 
 configuration than it named. For each generated lessons/*/triton/STEM.c under BUILD_DIR and
 its lessons/*/STEM.py, compares the two; then compares the C++ tables that name the
 candidates (kTritonNames, kSwigluTritonNames, kRowTiles and kLoopConfigs, kTritonStage1,
-lesson 09's kTritonNamesD64 and kTritonNamesD128, lesson 11's kFwdNames, kBwdNames and
-kBwdChunks, kChunkNames and kChunks) with the Python lists they follow. CPU only. Exit 0 with
-a summary, 1 with a line per launcher out of order.
+lesson 09's kTritonNamesD64 and kTritonNamesD128 and its backward's kBwdTritonNamesD64 and
+kBwdTritonNamesD128, lesson 11's kFwdNames, kBwdNames and kBwdChunks, kChunkNames and
+kChunks) with the Python lists they follow. CPU only. Exit 0 with a summary, 1 with a line per
+launcher out of order.
 """
 import re
 import sys
@@ -110,6 +111,12 @@ for d, table in ((64, "kTritonNamesD64"), (128, "kTritonNamesD128")):
     same(f"lessons/09-attention/attention_triton_impl.cu {table}",
          re.findall(r'"([^"]+)"', block("lessons/09-attention/attention_triton_impl.cu", table)),
          [f"{bm}x{bn}/{w}w/{st}st" for bm, bn, w, st in at.CONFIGS[d]])
+ab = module("lessons/09-attention/attention_bwd_triton.py")
+for d, table in ((64, "kBwdTritonNamesD64"), (128, "kBwdTritonNamesD128")):
+    same(f"lessons/09-attention/attention_bwd_triton_impl.cu {table}",
+         re.findall(r'"([^"]+)"', block("lessons/09-attention/attention_bwd_triton_impl.cu", table)),
+         [f"dkv{bn}x{bm}/{w}w/{st}st+dq{qm}x{qn}/{qw}w/{qs}st"
+          for (bn, bm, w, st), (qm, qn, qw, qs) in ab.CONFIGS[d]])
 rd = module("lessons/03-reductions/reduce_triton.py")
 same("lessons/03-reductions/reductions.cuh kTritonStage1",
      [(int(c), n) for c, n in re.findall(r'\{(\d+), "([^"]+)"\}', block("lessons/03-reductions/reductions.cuh",
