@@ -300,7 +300,7 @@ klab::Op make_attention_fwd_op() {
 
 KLAB_REGISTER(klab::register_lesson({.id = "09",
                                      .slug = "attention",
-                                     .title = "Attention forward: the online softmax over K/V tiles, on the tensor cores",
+                                     .title = "Attention: the online softmax over K/V tiles on the tensor cores, and the backward",
                                      .exercise_op = "attention_fwd",
                                      .exercise_reference = "v1_simt_online",
                                      .exercise_hint = "lessons/09-attention/exercise.cu"}));
