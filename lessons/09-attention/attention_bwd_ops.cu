@@ -8,13 +8,14 @@
 //                   head (grouped-query).
 //   variants        "" and "causal", attention_fwd's (attention.cuh: bottom-right; a query
 //                   that sees no key has L = -inf and no gradient)
-// The versions live in attention_bwd_mma.cu (v1, v2) and attention_cudnn.cu (cudnn).
+// The versions live in attention_bwd_mma.cu (v1, v2), attention_bwd_triton.py (triton) and
+// attention_cudnn.cu (cudnn).
 //
 //   klab test 09 --op attention_bwd
 //   klab bench 09 --op attention_bwd --variant causal
 //
 // Inputs: Q, K, V and dO uniform in [-1, 1); O and L the fp64 forward of those Q, K, V
-// (attention_ref.hpp), O rounded to the dtype and L to fp32, as a forward kernel leaves them:
+// (forward_fast below, attention_ref.hpp's definition in a faster loop order), O rounded to the dtype and L to fp32, as a forward kernel leaves them:
 // the backward sees what a training step hands it. (attention_fwd's large rows, a query row
 // scaled by 256 to test the forward's running max, are left out: the backward reads L and
 // has no max to forget; its tolerance below is derived for these inputs.)
