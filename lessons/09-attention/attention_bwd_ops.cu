@@ -15,10 +15,11 @@
 //   klab bench 09 --op attention_bwd --variant causal
 //
 // Inputs: Q, K, V and dO uniform in [-1, 1); O and L the fp64 forward of those Q, K, V
-// (forward_fast below, attention_ref.hpp's definition in a faster loop order), O rounded to the dtype and L to fp32, as a forward kernel leaves them:
-// the backward sees what a training step hands it. (attention_fwd's large rows, a query row
-// scaled by 256 to test the forward's running max, are left out: the backward reads L and
-// has no max to forget; its tolerance below is derived for these inputs.)
+// (forward_fast below, attention_ref.hpp's definition in a faster loop order), O rounded to
+// the dtype and L to fp32, as a forward kernel leaves them: the backward sees what a
+// training step hands it. (attention_fwd's large rows, a query row scaled by 256 to test
+// the forward's running max, are left out: the backward reads L and has no max to forget;
+// its tolerance below is derived for these inputs.)
 //
 // Tolerances: attention_bwd_tolerance below, derived there.
 #include <algorithm>
