@@ -22,6 +22,12 @@ function(klab_add_lesson id)
   endforeach()
   set_property(GLOBAL APPEND PROPERTY KLAB_LESSON_LIBS ${lib})
   set_property(GLOBAL APPEND PROPERTY KLAB_LESSON_IDS ${id})
+  if(KLAB_BUILD_SOLUTIONS)
+    # The same objects as an archive, for the TODO variants' klab of another lesson: the
+    # linker takes from it only the objects that lesson calls (06 calls 05's GEMM reference).
+    add_library(${lib}_archive STATIC EXCLUDE_FROM_ALL $<TARGET_OBJECTS:${lib}>)
+    target_link_libraries(${lib}_archive PUBLIC klab_core)
+  endif()
 
   if(L_EXERCISE)
     get_filename_component(folder ${CMAKE_CURRENT_SOURCE_DIR} NAME)
@@ -162,8 +168,11 @@ function(klab_add_executables)
     add_executable(klab-solutions ${CMAKE_SOURCE_DIR}/klab/cli/main.cpp)
     target_link_libraries(klab-solutions PRIVATE klab_cli ${lessons} ${solutions})
     set_target_properties(klab-solutions PROPERTIES RUNTIME_OUTPUT_DIRECTORY ${CMAKE_BINARY_DIR})
-    # One klab per TODO variant: klab-solutions with the lesson's solution swapped for the
-    # variant. Only the variant's exercise.cu is compiled anew; the rest is linked.
+    # One klab per TODO variant: the variant's lesson alone, with its solution swapped for the
+    # variant. Only the variant's exercise.cu is compiled anew; the rest is linked. The other
+    # lessons come as archives, so only what the lesson calls of them is linked: a klab with
+    # all of them is ~160 MB of kernels for two archs, and some 150 such filled CI's disk. The test todo.registry proves that each
+    # variant's klab lists its lesson as klab-solutions does.
     get_property(variants GLOBAL PROPERTY KLAB_TODO_VARIANTS)
     foreach(v ${variants})
       string(REPLACE "|" ";" fields "${v}")
@@ -175,10 +184,26 @@ function(klab_add_executables)
       if(proof MATCHES "^compile:")
         continue()
       endif()
-      set(others ${solutions})
-      list(REMOVE_ITEM others ${replaces})
+      # The lesson's solutions with the variant in its solution's place: linked in the order
+      # klab-solutions has them, so the impls register (and list) in the same order.
+      set(mine "")
+      foreach(s klab_lesson_${id}_solution klab_lesson_${id}_triton_solution)
+        if(s STREQUAL replaces)
+          list(APPEND mine ${obj})
+        elseif(s IN_LIST solutions)
+          list(APPEND mine ${s})
+        endif()
+      endforeach()
+      set(archives "")
+      foreach(l ${lessons})
+        if(NOT l STREQUAL klab_lesson_${id})
+          list(APPEND archives ${l}_archive)
+        endif()
+      endforeach()
+      string(REPLACE ";" "," archives "${archives}")
       add_executable(klab-todo-${id}-${variant} ${CMAKE_SOURCE_DIR}/klab/cli/main.cpp)
-      target_link_libraries(klab-todo-${id}-${variant} PRIVATE klab_cli ${lessons} ${others} ${obj})
+      target_link_libraries(klab-todo-${id}-${variant} PRIVATE klab_cli klab_lesson_${id} ${mine}
+                            "$<LINK_GROUP:RESCAN,${archives}>")
       set_target_properties(klab-todo-${id}-${variant} PROPERTIES RUNTIME_OUTPUT_DIRECTORY ${CMAKE_BINARY_DIR}/todo)
     endforeach()
   endif()
