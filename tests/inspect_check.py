@@ -26,6 +26,8 @@ and only theirs are asserted; a build with none of them exits 77 (nothing to ass
   09 v1_simt_online  K/V tiles in static shared memory, no tensor-core instructions, no spills
   09 v2_mma_sync     HMMA (mma.sync) and cp.async (LDGSTS) in each of its four instances
                      (bf16 and f16, d = 64 and 128), no spills
+  09 v1_mma_atomic_dq  HMMA and cp.async in its eight dK/dV kernels; 14 kernels, each once
+                     (its header's kernels are compiled into the exercise's file too)
   11 v2_online       cross_entropy_fwd's fold of two 16-byte vectors unrolled: an ex2 (MUFU)
                      an element, at least 2 x 4 (f32) or 2 x 8 (bf16) MUFU in each of its two
                      instances; no local memory, at most 8 bytes of stack
@@ -48,7 +50,7 @@ IMPLS = ("v1_naive,v4_tile64_ilp,v2_smem_private,v7_prefetch,v8_push_exchange,v9
          "v10_mma_sync,v11_mma_pipelined,v12_splitk,v14_wgmma_tma,v15_warp_specialized,v16_persistent,"
          "v17_splitk_wgmma,v18_cluster_multicast,v19_tma_store,v1_matmul_then_bias_act,v2_fused_epilogue,"
          "v1_matmul_then_dgelu_bgrad,v1_matmul_then_swiglu,v21_pingpong,v1_simt_online,v2_mma_sync,"
-         "v1_per_tensor,v2_multi_tensor,v1_two_pass,v2_online")
+         "v1_per_tensor,v2_multi_tensor,v1_two_pass,v2_online,v1_mma_atomic_dq")
 
 
 def klab_json(*args):
@@ -84,6 +86,13 @@ def check(cond, what):
         fails.append(what)
 
 
+# A kernel defined in a header is compiled into every file that includes it: an impl shows
+# it once (09's attention_bwd.cuh: in v1's file and in the exercise's).
+seen = {}
+for x in kernels:
+    key = (x["lesson"], x["op"], x["impl"], x["kernel"])
+    check(key not in seen, f"{x['lesson']} {x['impl']}: kernel {x['kernel']} listed twice")
+    seen[key] = x
 for x in kernels:
     where = f"{x['lesson']} {x['impl']} {x['kernel']}"
     check(x["registers"] > 0, f"{where}: 0 registers")
@@ -174,6 +183,13 @@ if "09" in lessons:
     for x in v2:
         check(x["mix"]["HMMA"] > 0 and x["mix"]["LDGSTS"] > 0, f"09 v2_mma_sync {x['kernel']}: no HMMA or no LDGSTS")
         check(x["local"] == 0 and x["stack"] == 0, f"09 v2_mma_sync {x['kernel']}: spills ({x['local']} B local)")
+    # v1_mma_atomic_dq: its dK/dV kernel (bf16, f16 x d = 64, 128, with dQ by atomics and, for
+    # v2, without) on mma.sync; D and L's kernel and dQ's last kernel from attention_bwd.cuh.
+    v1b = of("09", "v1_mma_atomic_dq")
+    main = [x for x in v1b if x["kernel"].startswith("attention_bwd_v1_mma_atomic_dq<")]
+    check(len(main) == 8, f"09 v1_mma_atomic_dq: {len(main)} dK/dV kernels, 8 expected")
+    check(all(x["mix"]["HMMA"] > 0 and x["mix"]["LDGSTS"] > 0 for x in main), "09 v1_mma_atomic_dq: no HMMA or LDGSTS")
+    check(len(v1b) == 14, f"09 v1_mma_atomic_dq: {len(v1b)} kernels, 14 expected (8 dK/dV, 4 D and L, 2 dQ's last)")
 # Lesson 11's cross_entropy_fwd v2_online folds two 16-byte vectors a pass into the running
 # (max, sum), unrolled: an ex2 (MUFU) an element, 2 x 4 (f32) or 2 x 8 (bf16) at least, where
 # v1_two_pass's loop has one. No local memory; at most 8 bytes of stack (the f32 instance

@@ -239,6 +239,19 @@ int cmd_inspect(const InspectArgs& a) {
             throw Error(fmt::format("klab inspect: {}/{} declares kernel {}, which is not in the lesson's cubins for sm_{}",
                                     op->name, impl->name, name, cc));
         }
+        // A kernel defined in a header is compiled into each file that includes it (lesson
+        // 09's attention_bwd.cuh into v1's file and the exercise's): the same name once, the
+        // instance of the impl's own file where there is one.
+        const std::string own_file = fs::path(impl->source).filename().string();
+        const auto own = [&](const Kernel* k) { return fs::path(k->source).filename().string() == own_file; };
+        std::vector<const Kernel*> unique;
+        for (const Kernel* k : mine) {
+          const auto same = std::find_if(unique.begin(), unique.end(),
+                                         [&](const Kernel* u) { return u->demangled == k->demangled; });
+          if (same == unique.end()) unique.push_back(k);
+          else if (own(k) && !own(*same)) *same = k;
+        }
+        mine = std::move(unique);
         if (mine.empty()) {
           base.note = "no kernel named for it, and none declared (Impl::kernels): see its launcher run_" + impl->name;
           rows.push_back(base);
