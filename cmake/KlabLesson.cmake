@@ -13,7 +13,7 @@
 # (the C++ that registers the impl `exercise_triton` and calls the generated launcher), into
 # klab, klab-solutions and klab-todo-<id>-triton_<variant>.
 function(klab_add_lesson id)
-  cmake_parse_arguments(L "" "EXERCISE" "SOURCES;TRITON;TRITON_EXERCISE" ${ARGN})
+  cmake_parse_arguments(L "" "" "SOURCES;TRITON;EXERCISE;TRITON_EXERCISE" ${ARGN})
   set(lib klab_lesson_${id})
   add_library(${lib} OBJECT ${L_SOURCES})
   target_link_libraries(${lib} PUBLIC klab_core)
@@ -29,25 +29,48 @@ function(klab_add_lesson id)
     target_link_libraries(${lib}_archive PUBLIC klab_core)
   endif()
 
-  if(L_EXERCISE)
+  # EXERCISE exercise.cu [exercise_<tag>.cu ...]: the lesson's exercise (`klab check NN`),
+  # then its further ones, NNb, NNc, ... in that order (Lesson::more_exercises names the
+  # same files); a further one's libraries and TODO variants carry its tag.
+  set(letters b c d e f)
+  set(n 0)
+  foreach(file ${L_EXERCISE})
     get_filename_component(folder ${CMAKE_CURRENT_SOURCE_DIR} NAME)
-    add_library(${lib}_exercise OBJECT ${L_EXERCISE})
-    target_link_libraries(${lib}_exercise PUBLIC klab_core)
-    set_property(GLOBAL APPEND PROPERTY KLAB_EXERCISE_LIBS ${lib}_exercise)
-    set_property(GLOBAL APPEND PROPERTY KLAB_EXERCISE_IDS ${id})
-    set(solution ${CMAKE_SOURCE_DIR}/solutions/${folder}/${L_EXERCISE})
+    if(n EQUAL 0)
+      set(key ${id})
+      set(sfx "")
+      set(prefix "")
+    else()
+      math(EXPR at "${n} - 1")
+      list(GET letters ${at} letter)
+      set(key ${id}${letter})
+      get_filename_component(stem ${file} NAME_WE)
+      string(REGEX REPLACE "^exercise_" "" tag "${stem}")
+      if(tag STREQUAL stem)
+        message(FATAL_ERROR "lesson ${id}: a further exercise is named exercise_<tag>.cu, not ${file}")
+      endif()
+      set(sfx _${tag})
+      set(prefix ${tag}_)
+    endif()
+    math(EXPR n "${n} + 1")
+    add_library(${lib}_exercise${sfx} OBJECT ${file})
+    target_link_libraries(${lib}_exercise${sfx} PUBLIC klab_core)
+    set_property(GLOBAL APPEND PROPERTY KLAB_EXERCISE_LIBS ${lib}_exercise${sfx})
+    set_property(GLOBAL APPEND PROPERTY KLAB_EXERCISE_IDS ${key})
+    set(solution ${CMAKE_SOURCE_DIR}/solutions/${folder}/${file})
     if(EXISTS ${solution})
-      add_library(${lib}_solution OBJECT ${solution})
-      target_include_directories(${lib}_solution PRIVATE ${CMAKE_CURRENT_SOURCE_DIR})
-      target_link_libraries(${lib}_solution PUBLIC klab_core)
-      set_property(GLOBAL APPEND PROPERTY KLAB_SOLUTION_LIBS ${lib}_solution)
+      add_library(${lib}_solution${sfx} OBJECT ${solution})
+      target_include_directories(${lib}_solution${sfx} PRIVATE ${CMAKE_CURRENT_SOURCE_DIR})
+      target_link_libraries(${lib}_solution${sfx} PUBLIC klab_core)
+      set_property(GLOBAL APPEND PROPERTY KLAB_SOLUTION_LIBS ${lib}_solution${sfx})
       if(KLAB_BUILD_SOLUTIONS)
-        klab_todo_variants(${id} ${CMAKE_CURRENT_SOURCE_DIR}/${L_EXERCISE} ${solution})
+        klab_todo_variants(${id} ${CMAKE_CURRENT_SOURCE_DIR}/${file} ${solution} KEY ${key} PREFIX "${prefix}"
+                           REPLACES ${lib}_solution${sfx})
       endif()
     else()
       message(WARNING "lesson ${id}: no solution at ${solution}")
     endif()
-  endif()
+  endforeach()
   if(L_TRITON_EXERCISE)
     list(GET L_TRITON_EXERCISE 0 py)
     list(GET L_TRITON_EXERCISE 1 launcher)
@@ -64,7 +87,8 @@ function(klab_add_lesson id)
     klab_triton_exercise_lib(${lib}_triton_solution ${solution} ${CMAKE_CURRENT_SOURCE_DIR}/${launcher} ${out}/solution)
     set_property(GLOBAL APPEND PROPERTY KLAB_SOLUTION_LIBS ${lib}_triton_solution)
     if(KLAB_BUILD_SOLUTIONS AND KLAB_HAVE_TRITON)
-      klab_todo_variants(${id} ${stub} ${solution} triton_ ${CMAKE_CURRENT_SOURCE_DIR}/${launcher})
+      klab_todo_variants(${id} ${stub} ${solution} KEY ${id} PREFIX triton_ LAUNCHER ${CMAKE_CURRENT_SOURCE_DIR}/${launcher}
+                         REPLACES ${lib}_triton_solution)
     endif()
   endif()
 endfunction()
@@ -80,23 +104,22 @@ function(klab_triton_exercise_lib obj py launcher dir)
   klab_triton_aot(${obj} ${py} ${dir})
 endfunction()
 
-# klab_todo_variants(<id> <stub> <solution>)
+# klab_todo_variants(<id> <stub> <solution> KEY <exercise id> REPLACES <solution library>
+#                    [PREFIX <variant name prefix>] [LAUNCHER <Triton launcher .cu>])
 #
 # tools/todo_proof.py checks that the TODO markers of the stub and its solution correspond
 # (a mismatch stops the configure) and writes one source per variant under
 # todo/<id>/<variant>/; each becomes an object library, klab_todo_<id>_<variant>, and
-# KLAB_TODO_VARIANTS records "<id>|<variant>|<proof>|<object library>" for
+# KLAB_TODO_VARIANTS records "<id>|<variant>|<proof>|<object library>|<the solution library
+# it replaces>|<the exercise id `klab check` takes>" for
 # klab_add_executables and the tests. A variant proven by `compile:NAME` must not compile:
 # it is left out of the default build, and a test builds it and expects the error.
 function(klab_todo_variants id stub solution)
-  # Optional: a variant name prefix and, for a Triton exercise, the launcher each variant's
-  # AOT output is built with (the variant replaces the lesson's Triton solution library).
-  set(prefix "")
-  set(launcher "")
-  if(ARGC GREATER 3)
-    set(prefix ${ARGV3})
-    set(launcher ${ARGV4})
-  endif()
+  # PREFIX: the variant names' prefix (triton_, bwd_); LAUNCHER, for a Triton exercise: the
+  # launcher each variant's AOT output is built with.
+  cmake_parse_arguments(T "" "KEY;PREFIX;LAUNCHER;REPLACES" "" ${ARGN})
+  set(prefix "${T_PREFIX}")
+  set(launcher "${T_LAUNCHER}")
   find_package(Python3 COMPONENTS Interpreter)
   if(NOT Python3_Interpreter_FOUND)
     message(FATAL_ERROR "lesson ${id}: the TODO proofs (tools/todo_proof.py) need Python 3; "
@@ -138,19 +161,17 @@ function(klab_todo_variants id stub solution)
     if(launcher)
       get_filename_component(vdir ${source} DIRECTORY)
       klab_triton_exercise_lib(${obj} ${source} ${launcher} ${vdir}/aot)
-      set(replaces klab_lesson_${id}_triton_solution)
     else()
       add_library(${obj} OBJECT ${source})
       target_include_directories(${obj} PRIVATE ${CMAKE_CURRENT_SOURCE_DIR})
       target_link_libraries(${obj} PUBLIC klab_core)
       # A TODO left blank leaves variables unused (177: declared, 550: set but never read).
       target_compile_options(${obj} PRIVATE $<$<COMPILE_LANGUAGE:CUDA>:--diag-suppress=177,550>)
-      set(replaces klab_lesson_${id}_solution)
     endif()
     if(proof MATCHES "^compile:")
       set_target_properties(${obj} PROPERTIES EXCLUDE_FROM_ALL ON)
     endif()
-    set_property(GLOBAL APPEND PROPERTY KLAB_TODO_VARIANTS "${id}|${variant}|${proof}|${obj}|${replaces}")
+    set_property(GLOBAL APPEND PROPERTY KLAB_TODO_VARIANTS "${id}|${variant}|${proof}|${obj}|${T_REPLACES}|${T_KEY}")
   endforeach()
 endfunction()
 
@@ -187,10 +208,10 @@ function(klab_add_executables)
       # The lesson's solutions with the variant in its solution's place: linked in the order
       # klab-solutions has them, so the impls register (and list) in the same order.
       set(mine "")
-      foreach(s klab_lesson_${id}_solution klab_lesson_${id}_triton_solution)
+      foreach(s ${solutions})
         if(s STREQUAL replaces)
           list(APPEND mine ${obj})
-        elseif(s IN_LIST solutions)
+        elseif(s MATCHES "^klab_lesson_${id}_(triton_)?solution")
           list(APPEND mine ${s})
         endif()
       endforeach()

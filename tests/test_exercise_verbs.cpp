@@ -227,6 +227,48 @@ TEST(ProgressValidation, AidsRoundTripAndNamedCheckpointsStayValid) {
   EXPECT_FALSE(klab::valid_checkpoint_id("../01"));
 }
 
+// A lesson's further exercise is a checkpoint of its own: "09b" (digits, then one letter b..z).
+TEST(ProgressValidation, AFurtherExerciseIdIsValidAndOnlyThatShape) {
+  EXPECT_TRUE(klab::valid_checkpoint_id("09b"));
+  EXPECT_TRUE(klab::valid_checkpoint_id("11z"));
+  EXPECT_FALSE(klab::valid_checkpoint_id("09a")) << "a: the lesson's own, which is 09";
+  EXPECT_FALSE(klab::valid_checkpoint_id("09B"));
+  EXPECT_FALSE(klab::valid_checkpoint_id("09bb"));
+  EXPECT_FALSE(klab::valid_checkpoint_id("9b"));
+  EXPECT_FALSE(klab::valid_checkpoint_id("00b"));
+  const std::string ok = R"({"passed_at":"2026-11-22T10:31:05Z"})";
+  const auto d = klab::progress_from_json(
+      nlohmann::json::parse(R"({"format":"klab-progress","version":1,"exercises":{"09b":)" + ok +
+                            R"(},"aids":{"09b":{"hints_seen":2}}})"),
+      "x");
+  EXPECT_EQ(d.exercises.count("09b"), 1u);
+  EXPECT_EQ(d.aids.at("09b").hints_seen, 2);
+  // No Triton version: a Triton pass under it is not ours.
+  EXPECT_THROW(klab::progress_from_json(nlohmann::json::parse(
+                   R"({"format":"klab-progress","version":1,"exercises":{},"triton":{"09b":)" + ok + "}}"),
+                   "x"),
+               klab::Error);
+}
+
+// The report lists 09b after 09, on the paths that hold 09, and counts it among the
+// planned exercises: a learner who passed every lesson but 09b has not finished.
+TEST(ProgressReport, AFurtherExerciseIsACheckpointOfItsOwn) {
+  klab::ProgressData d;
+  d.exercises["09"].lesson = "09";
+  d.exercises["09"].passed_at = "2026-11-22T10:31:05Z";
+  std::string text = klab::progress_report(d, {"09", "09b"});
+  EXPECT_TRUE(has(text, "09b attention backward")) << text;
+  EXPECT_TRUE(has(text, "to do: klab check 09b")) << text;
+  EXPECT_LT(text.find("09 attention"), text.find("09b attention backward")) << text;
+  EXPECT_TRUE(has(text, "Next: open lessons/09-attention/README.md, complete its exercise_bwd.cu, then run "
+                        "`klab check 09b`")) << text;
+  EXPECT_TRUE(has(text, "09 done  09b todo")) << text;
+  d.exercises["09b"].lesson = "09b";
+  d.exercises["09b"].passed_at = "2026-11-23T10:31:05Z";
+  text = klab::progress_report(d, {"09", "09b"});
+  EXPECT_TRUE(has(text, "09 done  09b done")) << text;
+}
+
 TEST(ProgressValidation, PrintedStringsAreSanitized) {
   EXPECT_EQ(klab::sanitize_text("\x1b[2Jred\n"), "?[2Jred?");
   EXPECT_EQ(klab::sanitize_text("a\xc2\x9b" "b"), "a?b");             // C1 CSI
@@ -445,6 +487,104 @@ TEST(TritonExercise, ALessonWithoutOneIsAUsageErrorNamingThoseWithOne) {
   klab::Lesson no_exercise;
   no_exercise.id = "97";
   EXPECT_EQ(klab::triton_exercise_of(no_exercise), nullptr) << "a lesson without an exercise op has none";
+}
+
+// ---- a lesson's further exercises (Lesson::more_exercises: 09b) -------------------------
+
+// Each further exercise has its stub, its solution and 3-5 hints, an op of its lesson with
+// the reference impl it is timed against, and a place in the progress report.
+TEST(MoreExercises, EachHasItsFilesHintsOpAndCheckpoint) {
+  int n = 0;
+  EXPECT_EQ(klab::registry().validate(), std::vector<std::string>{});
+  for (const auto& l : klab::registry().lessons())
+    for (const auto& e : l.more_exercises) {
+      ++n;
+      const std::string folder = l.id + "-" + l.slug;
+      EXPECT_TRUE(fs::exists(repo_root() / "lessons" / folder / e.file)) << e.id;
+      EXPECT_TRUE(fs::exists(repo_root() / "solutions" / folder / e.file)) << e.id;
+      const fs::path h = repo_root() / "lessons" / folder / e.hints;
+      ASSERT_TRUE(fs::exists(h)) << h;
+      const auto hints = klab::parse_hints(read_text(h), h.string());
+      EXPECT_GE(hints.size(), 3u) << h;
+      EXPECT_LE(hints.size(), 5u) << h;
+      const std::string text = klab::progress_report({}, {e.id});
+      EXPECT_TRUE(has(text, e.id + " " + e.title)) << "progress.cpp's kMore lacks " << e.id << ":\n" << text;
+    }
+  EXPECT_GE(n, 1);
+}
+
+TEST(MoreExercises, KeysNameTheLessonsOwnOrAFurtherOne) {
+  klab::ExerciseInfo e;
+  const klab::Lesson* l = nullptr;
+  ASSERT_TRUE(klab::find_exercise("09b", e, &l));
+  EXPECT_EQ(e.id, "09b");
+  EXPECT_EQ(e.op, "attention_bwd");
+  EXPECT_EQ(e.file, "exercise_bwd.cu");
+  EXPECT_EQ(e.where, "lessons/09-attention/exercise_bwd.cu");
+  EXPECT_EQ(l, e.lesson);
+  ASSERT_TRUE(klab::find_exercise("9b", e));
+  EXPECT_EQ(e.id, "09b");
+  for (const char* key : {"09", "9", "attention", "09-attention"}) {
+    ASSERT_TRUE(klab::find_exercise(key, e)) << key;
+    EXPECT_EQ(e.id, "09") << key;
+    EXPECT_EQ(e.op, "attention_fwd") << key;
+    EXPECT_EQ(e.file, "exercise.cu") << key;
+    EXPECT_EQ(e.hints, "hints.md") << key;
+  }
+  EXPECT_FALSE(klab::find_exercise("09c", e, &l));
+  EXPECT_NE(l, nullptr) << "the lesson exists; the letter does not";
+  EXPECT_FALSE(klab::find_exercise("01b", e, &l));
+  EXPECT_FALSE(klab::find_exercise("98b", e, &l));
+  EXPECT_EQ(l, nullptr);
+  try {
+    (void)klab::exercise_for("09c", false);
+    ADD_FAILURE();
+  } catch (const klab::UsageError& x) {
+    EXPECT_EQ(std::string(x.what()), "lesson 09 has no exercise '09c' (its exercises: 09, 09b)");
+  }
+  try {
+    (void)klab::exercise_for("09b", true);
+    ADD_FAILURE();
+  } catch (const klab::UsageError& x) {
+    EXPECT_EQ(std::string(x.what()),
+              "exercise 09b has no Triton version; the Triton exercise is `klab check 09 --triton`");
+  }
+}
+
+TEST_F(Verbs, AFurtherExercisesHintsSolutionListAndCheckAreItsOwn) {
+  const auto n = klab::parse_hints(read_text(repo_root() / "lessons/09-attention/hints_bwd.md"), "09b").size();
+  Result r = klab("hint 09b");
+  EXPECT_EQ(r.rc, 0) << r.out;
+  EXPECT_TRUE(has(r.out, "Hint 1 of " + std::to_string(n) + " — exercise 09b (attention backward)")) << r.out;
+  EXPECT_TRUE(has(r.out, "klab hint 09b` shows hint 2")) << r.out;
+  EXPECT_EQ(progress_json()["aids"]["09b"]["hints_seen"], 1);
+  EXPECT_FALSE(progress_json()["aids"].contains("09")) << "lesson 09's own count is untouched";
+  r = klab("hint 09");
+  EXPECT_TRUE(has(r.out, "Hint 1 of")) << "09's hints are counted apart: " << r.out;
+
+  const std::string solution = read_text(repo_root() / "solutions/09-attention/exercise_bwd.cu");
+  r = klab("solution 09b");
+  EXPECT_EQ(r.rc, 1) << r.out;
+  EXPECT_TRUE(has(r.out, "klab solution 09b --force")) << r.out;
+  EXPECT_FALSE(has(r.out, solution));
+  // 09's pass does not open 09b's solution; 09b's does.
+  write_text(progress_, R"({"format":"klab-progress","version":1,"exercises":{"09":{"passed_at":"2026-11-22T10:31:05Z"}}})");
+  EXPECT_EQ(klab("solution 09b").rc, 1);
+  write_text(progress_, R"({"format":"klab-progress","version":1,"exercises":{"09b":{"passed_at":"2026-11-22T10:31:05Z"}}})");
+  r = klab("solution 09b");
+  EXPECT_EQ(r.rc, 0) << r.out;
+  EXPECT_TRUE(has(r.out, solution));
+
+  r = klab("list 09");
+  EXPECT_TRUE(has(r.out, "[exercise open: klab check 09]   [09b solved]")) << r.out;
+  r = klab("hint 09c");
+  EXPECT_EQ(r.rc, 2) << r.out;
+  EXPECT_TRUE(has(r.out, "its exercises: 09, 09b")) << r.out;
+  r = klab("check 09b --triton");
+  EXPECT_EQ(r.rc, 2) << r.out;
+  EXPECT_TRUE(has(r.out, "exercise 09b has no Triton version")) << r.out;
+  r = klab("check 09b");
+  EXPECT_EQ(r.rc, 77) << "no GPU: the key is accepted, the work skipped: " << r.out;
 }
 
 // ---- reset -----------------------------------------------------------------------------

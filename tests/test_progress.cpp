@@ -114,10 +114,10 @@ TEST(LearningPaths, TheFivePathsOfTheCurriculum) {
   ASSERT_EQ(p.size(), 5u);
   EXPECT_EQ(p[0].lessons, (std::vector<std::string>{"01", "04", "05"}));
   EXPECT_EQ(p[1].lessons, (std::vector<std::string>{"01", "02", "03", "04", "05", "06", "07",
-                                                    "08", "09", "10", "11", "12", "13", "14"}));
-  EXPECT_EQ(p[2].lessons, (std::vector<std::string>{"01", "04", "08", "09", "07"}));
+                                                    "08", "09", "09b", "10", "11", "12", "13", "14"}));
+  EXPECT_EQ(p[2].lessons, (std::vector<std::string>{"01", "04", "08", "09", "09b", "07"}));
   EXPECT_EQ(p[3].lessons, (std::vector<std::string>{"01", "05", "10", "04", "08", "07", "15"}));
-  EXPECT_EQ(p[4].lessons, (std::vector<std::string>{"05", "09", "profiling", "debugging"}));
+  EXPECT_EQ(p[4].lessons, (std::vector<std::string>{"05", "09", "09b", "profiling", "debugging"}));
   for (const auto& path : p) EXPECT_FALSE(path.title.empty());
 }
 
@@ -289,8 +289,15 @@ TEST_F(Progress, AllLessonsWithoutDebuggingAndCapstoneIsNotTheWholeProgram) {
     all.push_back(id);
     klab::record_exercise_pass(rec(id, "2026-12-01"));
   }
+  // Lesson 09's second exercise is a checkpoint of the paths that hold 09: without it, they
+  // stay open.
   std::string r = klab::progress_report(klab::load_progress(), all);
-  EXPECT_TRUE(contains(r, "17/17")) << r;
+  EXPECT_FALSE(contains(r, "Learning path: Deep understanding")) << r;
+  EXPECT_TRUE(contains(r, "Learning path: Fast track")) << r;
+  all.push_back("09b");
+  klab::record_exercise_pass(rec("09b", "2026-12-01"));
+  r = klab::progress_report(klab::load_progress(), all);
+  EXPECT_TRUE(contains(r, "18/18")) << r;
   for (const char* p : {"Fast track", "Deep understanding", "Transformer focus", "Computer vision"})
     EXPECT_TRUE(contains(r, std::string("Learning path: ") + p)) << p;
   EXPECT_FALSE(contains(r, "Learning path: Performance engineering")) << r;
@@ -304,6 +311,7 @@ TEST_F(Progress, EverythingPassedPrintsTheProgramCertificate) {
     std::snprintf(id, sizeof id, "%02d", i);
     d.exercises[id] = rec(id, "2026-12-01");
   }
+  d.exercises["09b"] = rec("09b", "2026-12-01");
   for (const char* id : {"profiling", "debugging", "capstone"}) d.exercises[id] = rec(id, "2026-12-02");
   klab::save_progress(d);
   std::string r = klab::progress_report(klab::load_progress(), kBuild);

@@ -2,7 +2,7 @@
 """Every TODO of every exercise proven to matter: the solution with one TODO blanked.
 
     todo_proof.py check [--root DIR]
-        every lessons/*/exercise.cu and lessons/*/exercise_triton.py with its solution,
+        every lessons/*/exercise.cu, exercise_<tag>.cu and exercise_triton.py with its solution,
         solutions/<folder>/<same name>: the markers of the two files correspond one to one
         (exit 1 and one line per defect if not)
     todo_proof.py generate STUB SOLUTION --out-dir DIR
@@ -398,8 +398,12 @@ def write_variants(pair, out_dir):
 
 def pairs_under(root):
     root = Path(root)
-    for pattern in ("lessons/*/exercise.cu", "lessons/*/exercise_triton.py"):
+    # exercise.cu, a lesson's further exercises exercise_<tag>.cu (09b: exercise_bwd.cu) and
+    # exercise_triton.py; exercise_triton_launch.cu is the Triton exercise's launcher, no stub.
+    for pattern in ("lessons/*/exercise.cu", "lessons/*/exercise_*.cu", "lessons/*/exercise_triton.py"):
         for stub in sorted(root.glob(pattern)):
+            if stub.name.endswith("_launch.cu"):
+                continue
             yield stub, root / "solutions" / stub.parent.name / stub.name
 
 

@@ -320,9 +320,19 @@ int cmd_list(const Common& o) {
     if (!keys.empty() && std::none_of(keys.begin(), keys.end(), [&](const std::string& k) { return reg.find_lesson(k) == &l; }))
       continue;
     const bool solved = progress.exercises.count(l.id) > 0;
-    std::printf("%s  %s — %s%s\n", l.id.c_str(), l.slug.c_str(), l.title.c_str(),
-                l.exercise_op.empty() ? "" : (solved ? "   [exercise solved]" : "   [exercise open: klab check " + l.id + "]").c_str());
-    nlohmann::json jl = {{"id", l.id}, {"slug", l.slug}, {"title", l.title}, {"exercise_solved", solved}, {"ops", nlohmann::json::array()}};
+    // Each exercise's state: "[exercise solved]", "[exercise open: klab check 09]"; a
+    // further exercise by its id ("[09b open: klab check 09b]").
+    std::string states;
+    nlohmann::json jx = nlohmann::json::array();
+    for (const auto& e : exercises_of(l)) {
+      const bool done = progress.exercises.count(e.id) > 0;
+      const std::string name = e.title.empty() ? "exercise" : e.id;
+      states += done ? "   [" + name + " solved]" : "   [" + name + " open: klab check " + e.id + "]";
+      jx.push_back({{"id", e.id}, {"op", e.op}, {"file", e.file}, {"solved", done}});
+    }
+    std::printf("%s  %s — %s%s\n", l.id.c_str(), l.slug.c_str(), l.title.c_str(), states.c_str());
+    nlohmann::json jl = {{"id", l.id}, {"slug", l.slug}, {"title", l.title}, {"exercise_solved", solved},
+                         {"exercises", jx}, {"ops", nlohmann::json::array()}};
     for (const Op* op : reg.ops_of(l.id)) {
       std::string dims;
       for (const auto& d : op->dims) dims += (dims.empty() ? "" : "x") + d;
@@ -440,18 +450,17 @@ int cmd_run(Common& o, Selection sel) {
 }
 
 int cmd_check(Common& o, const std::string& lesson_key, bool triton) {
-  const Lesson* l = registry().find_lesson(lesson_key);
-  if (!l) throw UsageError(fmt::format("unknown lesson '{}' (see `klab list`)", lesson_key));
-  if (l->exercise_op.empty()) throw UsageError(fmt::format("lesson {} has no exercise", l->id));
-  if (triton) require_triton_exercise(*l);
+  // "09" grades the lesson's exercise, "09b" its second (Lesson::more_exercises).
+  const ExerciseInfo xi = exercise_for(lesson_key, triton);
+  const Lesson* l = xi.lesson;
   const std::string ex_impl = triton ? kTritonExercise : "exercise";
-  const std::string ex_ref = triton ? "triton" : l->exercise_reference;
-  const std::string ex_file = triton ? "exercise_triton.py" : "exercise.cu";
-  const std::string ex_hint = triton ? fmt::format("lessons/{}-{}/exercise_triton.py", l->id, l->slug) : l->exercise_hint;
-  const std::string again = fmt::format("klab check {}{}", l->id, triton ? " --triton" : "");
+  const std::string ex_ref = triton ? "triton" : xi.reference;
+  const std::string ex_file = triton ? "exercise_triton.py" : xi.file;
+  const std::string ex_hint = triton ? fmt::format("lessons/{}-{}/exercise_triton.py", l->id, l->slug) : xi.where;
+  const std::string again = fmt::format("klab check {}{}", xi.id, triton ? " --triton" : "");
   Selection sel;
   sel.lessons = {l->id};
-  sel.ops = {l->exercise_op};
+  sel.ops = {xi.op};
   sel.only_exercises = true;
   sel.impls = {ex_impl};   // the CUDA and the Triton exercise are graded apart
   const auto cases = plan_cases(sel, false);
@@ -467,8 +476,10 @@ int cmd_check(Common& o, const std::string& lesson_key, bool triton) {
   std::mt19937_64 g(ro.run_seed);
   ro.seeds = {g() % 1000000000ull + 1000, g() % 1000000000ull + 1000};
   print_device_line();
-  std::printf("checking the %sexercise of lesson %s (%s) — run seed %llu\n", triton ? "Triton " : "", l->id.c_str(),
-              ex_hint.c_str(), static_cast<unsigned long long>(ro.run_seed));
+  const std::string what = !xi.title.empty() ? fmt::format("exercise {} ({})", xi.id, xi.title)
+                                              : fmt::format("the {}exercise", triton ? "Triton " : "");
+  std::printf("checking %s of lesson %s (%s) — run seed %llu\n", what.c_str(), l->id.c_str(), ex_hint.c_str(),
+              static_cast<unsigned long long>(ro.run_seed));
   const auto v = verify(cases, ro);
   print_verify(stdout, v, o.verbose);
   if (!any_failed(v) && none_ran(v)) {   // e.g. a build without Triton: say why, not "wrong"
@@ -485,7 +496,7 @@ int cmd_check(Common& o, const std::string& lesson_key, bool triton) {
   double ratio = 0;
   Selection bsel;
   bsel.lessons = {l->id};
-  bsel.ops = {l->exercise_op};
+  bsel.ops = {xi.op};
   bsel.exercises = true;
   bsel.impls = {ex_impl, ex_ref};
   auto bcases = plan_cases(bsel, true);
@@ -509,7 +520,7 @@ int cmd_check(Common& o, const std::string& lesson_key, bool triton) {
     std::printf("\nPassed: correct on every edge case and unseen seed (no bench shape runs both it and %s: not timed).\n",
                 ex_ref.c_str());
   ExerciseRecord rec;
-  rec.lesson = l->id;  // passed_at: filled in with the current time by record_exercise_pass
+  rec.lesson = xi.id;  // passed_at: filled in with the current time by record_exercise_pass
   rec.speed_ratio = ratio;
   rec.seed = ro.run_seed;
   rec.device = device_info().name;
@@ -519,7 +530,7 @@ int cmd_check(Common& o, const std::string& lesson_key, bool triton) {
 int cmd_progress() {
   std::vector<std::string> available;
   for (const auto& l : registry().lessons())
-    if (!l.exercise_op.empty()) available.push_back(l.id);
+    for (const auto& e : exercises_of(l)) available.push_back(e.id);
   // An unreadable or foreign progress file is the user's to fix (KLAB_PROGRESS_FILE or the
   // file itself): a usage error, with load_progress()'s advice.
   const ProgressData data = [] {
@@ -741,7 +752,7 @@ int klab_main(int argc, char** argv) {
   }
   run->add_flag("--full", o.full, "every op, impl and shape (default: the tour; any filter also runs what it selects)");
   auto* check = app.add_subcommand("check", "grade your exercise: unseen seeds and edge cases, then speed");
-  check->add_option("lesson", check_lesson, "the lesson, e.g. 01")->required();
+  check->add_option("lesson", check_lesson, "the lesson, e.g. 01 (09b: its second exercise)")->required();
   check->add_flag("-v,--verbose", o.verbose, "one row per check");
   bool check_triton = false;
   check->add_flag("--triton", check_triton, "grade the lesson's Triton exercise (exercise_triton.py) instead");

@@ -7,6 +7,8 @@
 //   klab reset NN [--yes]      lessons/NN-*/exercise.cu back to the stub of git's HEAD,
 //                              after a confirmation, the learner's file saved first as
 //                              exercise.cu.<UTC time>.bak beside it
+//   ... NNb                    each of them for the lesson's second CUDA exercise
+//                              (Lesson::more_exercises): its own file and hints file
 //   ... --triton               each of them for the lesson's Triton exercise instead:
 //                              exercise_triton.py, whose hints are the numbered items of
 //                              its docstring's "Hints" paragraph (parse_docstring_hints)
@@ -46,17 +48,15 @@ namespace fs = std::filesystem;
 
 namespace {
 
-const Lesson& exercise_lesson(const ExerciseVerbArgs& a) {
-  const Lesson* l = registry().find_lesson(a.lesson);
-  if (!l) throw UsageError(fmt::format("unknown lesson '{}' (see `klab list`)", sanitize_text(a.lesson, 40)));
-  if (l->exercise_op.empty()) throw UsageError(fmt::format("lesson {} has no exercise", l->id));
-  if (a.triton) require_triton_exercise(*l);
-  return *l;
-}
-
 // The learner's file of the exercise the verb is about, and the flag that names it again.
-const char* exercise_file(const ExerciseVerbArgs& a) { return a.triton ? "exercise_triton.py" : "exercise.cu"; }
+std::string exercise_file(const ExerciseVerbArgs& a, const ExerciseInfo& e) {
+  return a.triton ? "exercise_triton.py" : e.file;
+}
 const char* triton_flag(const ExerciseVerbArgs& a) { return a.triton ? " --triton" : ""; }
+// "lesson 09", or "exercise 09b (attention backward)" for a lesson's further exercise.
+std::string exercise_label(const ExerciseInfo& e) {
+  return e.title.empty() ? "lesson " + e.id : fmt::format("exercise {} ({})", e.id, e.title);
+}
 
 // "lessons/01-vector-add" (or "solutions/..."), relative to the source root.
 std::string lesson_folder(const char* top, const Lesson& l) { return fmt::format("{}/{}-{}", top, l.id, l.slug); }
@@ -92,40 +92,43 @@ std::string trim_blank_lines(const std::string& s) {
 // ---- hint ----------------------------------------------------------------------------
 
 int cmd_hint(const ExerciseVerbArgs& a) {
-  const Lesson& l = exercise_lesson(a);
+  const ExerciseInfo e = exercise_for(a.lesson, a.triton);
+  const Lesson& l = *e.lesson;
   ProgressData d = load_progress_or_usage();
-  // The CUDA exercise's hints are hints.md; the Triton exercise's, its docstring's "Hints".
-  const std::string rel = lesson_folder("lessons", l) + (a.triton ? "/exercise_triton.py" : "/hints.md");
+  // A CUDA exercise's hints are its hints file (hints.md); the Triton exercise's, its
+  // docstring's "Hints".
+  const std::string rel = lesson_folder("lessons", l) + "/" + (a.triton ? "exercise_triton.py" : e.hints);
   std::string text;
   if (!read_text(source_root() / rel, text))
     throw Error(fmt::format("{}: cannot be read ({}); the source tree is {}", rel, std::strerror(errno),
                             source_root().string()));
   const auto hints = a.triton ? parse_docstring_hints(text, rel) : parse_hints(text, rel);
   const int n = static_cast<int>(hints.size());
-  int& seen_field = a.triton ? d.aids[l.id].triton_hints_seen : d.aids[l.id].hints_seen;
+  int& seen_field = a.triton ? d.aids[e.id].triton_hints_seen : d.aids[e.id].hints_seen;
   const int seen = std::min(seen_field, n);
   const char* tf = triton_flag(a);
-  const char* what = a.triton ? " (Triton exercise)" : "";
+  const char* id = e.id.c_str();
+  const std::string who = exercise_label(e) + (a.triton ? " (Triton exercise)" : "");
   auto show = [&](int k) {
-    std::printf("Hint %d of %d — lesson %s (%s)%s\n\n%s\n", k, n, l.id.c_str(), l.slug.c_str(), what,
+    const std::string title = e.title.empty() ? fmt::format("lesson {} ({})", l.id, l.slug) : exercise_label(e);
+    std::printf("Hint %d of %d — %s%s\n\n%s\n", k, n, title.c_str(), a.triton ? " (Triton exercise)" : "",
                 hints[k - 1].c_str());
   };
   if (a.all) {
     if (seen == 0) {
-      std::printf("No hint of lesson %s%s seen yet: `klab hint %s%s` shows the first of %d.\n", l.id.c_str(), what,
-                  l.id.c_str(), tf, n);
+      std::printf("No hint of %s seen yet: `klab hint %s%s` shows the first of %d.\n", who.c_str(), id, tf, n);
       return kExitOk;
     }
     for (int k = 1; k <= seen; ++k) {
       if (k > 1) std::printf("\n");
       show(k);
     }
-    if (seen < n) std::printf("\n(%d of %d seen; `klab hint %s%s` shows the next)\n", seen, n, l.id.c_str(), tf);
+    if (seen < n) std::printf("\n(%d of %d seen; `klab hint %s%s` shows the next)\n", seen, n, id, tf);
     return kExitOk;
   }
   if (seen >= n) {
-    std::printf("No more hints: you have seen all %d hints of lesson %s%s (`klab hint %s%s --all` shows them again).\n",
-                n, l.id.c_str(), what, l.id.c_str(), tf);
+    std::printf("No more hints: you have seen all %d hints of %s (`klab hint %s%s --all` shows them again).\n", n,
+                who.c_str(), id, tf);
     return kExitOk;
   }
   const int k = seen + 1;
@@ -133,12 +136,12 @@ int cmd_hint(const ExerciseVerbArgs& a) {
   std::string not_saved;
   try {
     save_progress(d);
-  } catch (const Error& e) {
-    not_saved = e.what();
+  } catch (const Error& err) {
+    not_saved = err.what();
   }
   show(k);
-  if (k < n) std::printf("\n(`klab hint %s%s` shows hint %d of %d)\n", l.id.c_str(), tf, k + 1, n);
-  else std::printf("\n(that was the last hint; `klab hint %s%s --all` shows them all again)\n", l.id.c_str(), tf);
+  if (k < n) std::printf("\n(`klab hint %s%s` shows hint %d of %d)\n", id, tf, k + 1, n);
+  else std::printf("\n(that was the last hint; `klab hint %s%s --all` shows them all again)\n", id, tf);
   if (!not_saved.empty()) {
     std::fprintf(stderr, "klab: error: this hint was not recorded: %s\n", not_saved.c_str());
     return kExitFail;
@@ -149,33 +152,36 @@ int cmd_hint(const ExerciseVerbArgs& a) {
 // ---- solution ------------------------------------------------------------------------
 
 int cmd_solution(const ExerciseVerbArgs& a) {
-  const Lesson& l = exercise_lesson(a);
+  const ExerciseInfo e = exercise_for(a.lesson, a.triton);
+  const Lesson& l = *e.lesson;
   ProgressData d = load_progress_or_usage();
-  const std::string rel = lesson_folder("solutions", l) + "/" + exercise_file(a);
+  const std::string rel = lesson_folder("solutions", l) + "/" + exercise_file(a, e);
   std::string text;
   if (!read_text(source_root() / rel, text))
     throw Error(fmt::format("{}: cannot be read ({}); the source tree is {}", rel, std::strerror(errno),
                             source_root().string()));
-  const bool passed = (a.triton ? d.triton : d.exercises).count(l.id) != 0;
+  const bool passed = (a.triton ? d.triton : d.exercises).count(e.id) != 0;
   const char* tf = triton_flag(a);
+  const char* id = e.id.c_str();
   if (!passed && !a.force) {
+    const std::string what = a.triton ? "Triton exercise of lesson " + e.id
+                                      : (e.title.empty() ? "exercise of lesson " + e.id : exercise_label(e));
     std::fprintf(stderr,
-                 "klab: the %s of lesson %s has not passed yet, so its solution stays closed: `klab check %s%s` "
+                 "klab: the %s has not passed yet, so its solution stays closed: `klab check %s%s` "
                  "opens it (stuck? `klab hint %s%s`; to see it now anyway, `klab solution %s%s --force`, which your "
                  "progress notes)\n",
-                 a.triton ? "Triton exercise" : "exercise", l.id.c_str(), l.id.c_str(), tf, l.id.c_str(), tf,
-                 l.id.c_str(), tf);
+                 what.c_str(), id, tf, id, tf, id, tf);
     return kExitFail;
   }
   if (!passed) {
     // Noted before it is shown: a solution seen early is never left out of the record.
-    std::string& seen_at = a.triton ? d.aids[l.id].triton_solution_seen_at : d.aids[l.id].solution_seen_at;
+    std::string& seen_at = a.triton ? d.aids[e.id].triton_solution_seen_at : d.aids[e.id].solution_seen_at;
     if (seen_at.empty()) seen_at = utc_now_iso();
     try {
       save_progress(d);
-    } catch (const Error& e) {
+    } catch (const Error& err) {
       std::fprintf(stderr, "klab: error: the solution is not shown: seeing it before passing could not be recorded: %s\n",
-                   e.what());
+                   err.what());
       return kExitFail;
     }
     std::fprintf(stderr, "klab: %s, shown before your exercise passed (`klab progress` notes it)\n", rel.c_str());
@@ -265,9 +271,10 @@ std::string utc_stamp() {
 }
 
 int cmd_reset(const ExerciseVerbArgs& a) {
-  const Lesson& l = exercise_lesson(a);
+  const ExerciseInfo e = exercise_for(a.lesson, a.triton);
+  const Lesson& l = *e.lesson;
   const fs::path root = source_root();
-  const std::string rel = lesson_folder("lessons", l) + "/" + exercise_file(a);
+  const std::string rel = lesson_folder("lessons", l) + "/" + exercise_file(a, e);
   const fs::path file = root / rel;
 
   const Captured top = run_capture({"git", "-C", root.string(), "rev-parse", "--show-toplevel"});
@@ -300,7 +307,7 @@ int cmd_reset(const ExerciseVerbArgs& a) {
     if (!::isatty(STDIN_FILENO))
       throw UsageError(fmt::format("reset {}{}: no terminal to confirm on; pass --yes to replace {} with git's HEAD "
                                    "(your file is saved first as a .bak beside it)",
-                                   l.id, triton_flag(a), rel));
+                                   e.id, triton_flag(a), rel));
     std::printf("Replace %s with the stub from git's HEAD? Your file is saved first as %s.<UTC time>.bak. [y/N] ",
                 rel.c_str(), rel.c_str());
     std::fflush(stdout);
@@ -334,9 +341,9 @@ int cmd_reset(const ExerciseVerbArgs& a) {
     throw Error(fmt::format("cannot replace {}: {} (your file is unchanged)", rel, std::strerror(e)));
   }
   if (a.triton)   // check --triton compiles the file and rebuilds klab itself
-    std::printf("restored %s from git's HEAD; `klab check %s --triton` compiles it again\n", rel.c_str(), l.id.c_str());
+    std::printf("restored %s from git's HEAD; `klab check %s --triton` compiles it again\n", rel.c_str(), e.id.c_str());
   else
-    std::printf("restored %s from git's HEAD; rebuild with `make` before `klab check %s`\n", rel.c_str(), l.id.c_str());
+    std::printf("restored %s from git's HEAD; rebuild with `make` before `klab check %s`\n", rel.c_str(), e.id.c_str());
   return kExitOk;
 }
 
@@ -430,6 +437,24 @@ std::vector<std::string> parse_docstring_hints(const std::string& text, const st
   finish();
   if (hints.empty()) throw Error(fmt::format("{}: the docstring has no 'Hints' paragraph with an item '1. '", origin));
   return hints;
+}
+
+ExerciseInfo exercise_for(const std::string& key, bool triton) {
+  ExerciseInfo e;
+  const Lesson* l = nullptr;
+  if (find_exercise(key, e, &l)) {
+    if (triton && e.id != l->id)
+      throw UsageError(fmt::format("exercise {} has no Triton version; the Triton exercise is `klab check {} --triton`",
+                                   e.id, l->id));
+    if (triton) require_triton_exercise(*l);
+    return e;
+  }
+  if (!l) throw UsageError(fmt::format("unknown lesson '{}' (see `klab list`)", sanitize_text(key, 40)));
+  const auto all = exercises_of(*l);
+  if (all.empty()) throw UsageError(fmt::format("lesson {} has no exercise", l->id));
+  std::string ids;
+  for (const auto& x : all) ids += (ids.empty() ? "" : ", ") + x.id;
+  throw UsageError(fmt::format("lesson {} has no exercise '{}' (its exercises: {})", l->id, sanitize_text(key, 40), ids));
 }
 
 const Impl* triton_exercise_of(const Lesson& l) {
@@ -550,13 +575,13 @@ int record_pass(const ExerciseRecord& r, bool triton) {
 
 std::vector<CLI::App*> add_exercise_verbs(CLI::App& app, ExerciseVerbArgs& a) {
   auto* hint = app.add_subcommand("hint", "the next hint for a lesson's exercise, one more each call");
-  hint->add_option("lesson", a.lesson, "the lesson, e.g. 01")->required();
+  hint->add_option("lesson", a.lesson, "the lesson, e.g. 01 (09b: its second exercise)")->required();
   hint->add_flag("--all", a.all, "show every hint seen so far again");
   auto* solution = app.add_subcommand("solution", "the completed exercise, once `klab check` has passed it");
-  solution->add_option("lesson", a.lesson, "the lesson, e.g. 01")->required();
+  solution->add_option("lesson", a.lesson, "the lesson, e.g. 01 (09b: its second exercise)")->required();
   solution->add_flag("--force", a.force, "show it before passing (your progress notes it)");
   auto* reset = app.add_subcommand("reset", "put back the exercise's stub from git's HEAD (your file saved as .bak)");
-  reset->add_option("lesson", a.lesson, "the lesson, e.g. 01")->required();
+  reset->add_option("lesson", a.lesson, "the lesson, e.g. 01 (09b: its second exercise)")->required();
   reset->add_flag("-y,--yes", a.yes, "do not ask for confirmation");
   for (auto* verb : {hint, solution, reset})
     verb->add_flag("--triton", a.triton, "the lesson's Triton exercise (exercise_triton.py) instead");

@@ -15,6 +15,7 @@ namespace klab {
 
 struct Impl;
 struct Lesson;
+struct ExerciseInfo;
 
 struct ExerciseVerbArgs {
   std::string lesson;
@@ -30,6 +31,12 @@ inline constexpr const char* kTritonExercise = "exercise_triton";
 const Impl* triton_exercise_of(const Lesson& l);
 // UsageError naming the lessons that have one, when `l` has no Triton exercise.
 void require_triton_exercise(const Lesson& l);
+
+// The CUDA exercise a key names ("09", "9", "attention": the lesson's own; "09b": its second),
+// or with triton, the lesson's own whose Triton exercise is wanted. UsageError, one line
+// naming what exists, for an unknown lesson, a lesson without one, an unknown letter, a
+// letter with --triton, or --triton on a lesson without a Triton exercise.
+ExerciseInfo exercise_for(const std::string& key, bool triton);
 
 // Adds hint, solution and reset to `app`; returns them (the caller allows their extras).
 std::vector<CLI::App*> add_exercise_verbs(CLI::App& app, ExerciseVerbArgs& a);

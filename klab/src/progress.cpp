@@ -10,8 +10,8 @@
 //   - Saving writes a temporary file beside the target, flushes it to disk and renames it
 //     over the target: a reader (or a crash) sees the old file or the new one, never half.
 //   - A hand-edited file is validated as strictly as a foreign one: ids are lesson ids
-//     ("NN") or named checkpoints, dates are utc_now_iso()'s format, numbers are in range,
-//     strings have a bounded length; and whatever it holds is printed through
+//     ("NN"), a lesson's further exercises ("09b") or named checkpoints, dates are
+//     utc_now_iso()'s format, numbers are in range, strings have a bounded length; and whatever it holds is printed through
 //     sanitize_text() (no control characters reach the terminal).
 //   - A path is complete when every checkpoint on it has a recorded pass. A checkpoint that
 //     does not exist yet (a lesson not in this build, the profiling and debugging
@@ -71,6 +71,23 @@ constexpr LessonEntry kLessons[] = {
     {"16", "multi-gpu"},        {"17", "low-precision"},
 };
 
+// A lesson's further exercises (Lesson::more_exercises), planned like the lessons: each is a
+// checkpoint of its own, "09b", graded by `klab check 09b`.
+struct MoreExercise {
+  const char* id;
+  const char* title;   // "attention backward"
+  const char* file;    // the stub, in the lesson's folder
+};
+constexpr MoreExercise kMore[] = {
+    {"09b", "attention backward", "exercise_bwd.cu"},
+};
+
+const MoreExercise* find_more(const std::string& id) {
+  for (const auto& m : kMore)
+    if (id == m.id) return &m;
+  return nullptr;
+}
+
 // Checkpoints that no lesson grades. The verbs that will grade them (`klab profile`,
 // `klab debug`, the capstone) record their pass under these ids, like a lesson id.
 struct NamedCheckpoint {
@@ -106,16 +123,27 @@ bool is_lesson_id(const std::string& id) {
   return !id.empty() && std::all_of(id.begin(), id.end(), [](char c) { return c >= '0' && c <= '9'; });
 }
 
-// "01 vector-add", "profiling", "18" (a lesson this klab does not know by name).
+// A lesson id, or a lesson's further exercise: "09b".
+bool is_exercise_id(const std::string& id) {
+  return is_lesson_id(id) || (id.size() > 1 && id.back() >= 'b' && id.back() <= 'z' &&
+                              is_lesson_id(id.substr(0, id.size() - 1)));
+}
+
+// "01 vector-add", "09b attention backward", "profiling", "18" (a lesson this klab does
+// not know by name).
 std::string checkpoint_label(const std::string& id) {
   if (const auto* n = find_named(id)) return n->title;
+  if (const auto* m = find_more(id)) return id + " " + m->title;
   std::string slug = slug_of(id);
   return slug.empty() ? id : id + " " + slug;
 }
 
+// Every planned exercise: the lessons' and their further ones ("09" then "09b").
 std::vector<std::string> planned_lesson_ids() {
   std::vector<std::string> ids;
   for (const auto& l : kLessons) ids.push_back(l.id);
+  for (const auto& m : kMore) ids.push_back(m.id);
+  std::sort(ids.begin(), ids.end());
   return ids;
 }
 
@@ -232,7 +260,11 @@ std::string certificate(const State& s, const std::string& what,
 
 bool valid_checkpoint_id(const std::string& id) {
   if (find_named(id)) return true;
-  return id.size() == 2 && id[0] >= '0' && id[0] <= '9' && id[1] >= '0' && id[1] <= '9' && id != "00";
+  // "01".."99", and a lesson's further exercise, "09b".."09z".
+  const bool letter = id.size() == 3 && id[2] >= 'b' && id[2] <= 'z';
+  const std::string digits = letter ? id.substr(0, 2) : id;
+  return digits.size() == 2 && digits[0] >= '0' && digits[0] <= '9' && digits[1] >= '0' && digits[1] <= '9' &&
+         digits != "00";
 }
 
 bool valid_utc_timestamp(const std::string& s) {
@@ -536,10 +568,10 @@ const std::vector<PathInfo>& learning_paths() {
   static const std::vector<PathInfo> paths = {
       {"fast-track", "Fast track", {"01", "04", "05"}},
       {"deep-understanding", "Deep understanding",
-       {"01", "02", "03", "04", "05", "06", "07", "08", "09", "10", "11", "12", "13", "14"}},
-      {"transformer", "Transformer focus", {"01", "04", "08", "09", "07"}},
+       {"01", "02", "03", "04", "05", "06", "07", "08", "09", "09b", "10", "11", "12", "13", "14"}},
+      {"transformer", "Transformer focus", {"01", "04", "08", "09", "09b", "07"}},
       {"computer-vision", "Computer vision", {"01", "05", "10", "04", "08", "07", "15"}},
-      {"performance", "Performance engineering", {"05", "09", "profiling", "debugging"}},
+      {"performance", "Performance engineering", {"05", "09", "09b", "profiling", "debugging"}},
   };
   return paths;
 }
@@ -564,11 +596,11 @@ std::string progress_report(const ProgressData& d, const std::vector<std::string
   for (const auto& id : available)
     if (!find_named(id)) lesson_ids.insert(id);
   for (const auto& [id, r] : d.exercises)
-    if (is_lesson_id(id)) lesson_ids.insert(id);
+    if (is_exercise_id(id)) lesson_ids.insert(id);
   for (const auto& [id, a] : d.aids)
-    if (is_lesson_id(id)) lesson_ids.insert(id);
+    if (is_exercise_id(id)) lesson_ids.insert(id);
 
-  o << "Lessons — one exercise each; `klab check NN` grades it and records the pass\n";
+  o << "Lessons — `klab check NN` grades an exercise (09b: lesson 09's second) and records the pass\n";
   std::string next;
   for (const auto& id : lesson_ids) {
     std::string line = "  " + pad(checkpoint_label(id), 24);
@@ -676,9 +708,11 @@ std::string progress_report(const ProgressData& d, const std::vector<std::string
   const bool program_done = lessons_done && debugging_done && mastery_done;
 
   if (!next.empty()) {
-    std::string slug = slug_of(next);
-    o << "\nNext: open lessons/" << next << (slug.empty() ? "" : "-" + slug)
-      << "/README.md, complete its exercise.cu, then run `klab check " << next << "`.\n";
+    const auto* more = find_more(next);
+    const std::string lesson = more ? next.substr(0, next.size() - 1) : next;
+    std::string slug = slug_of(lesson);
+    o << "\nNext: open lessons/" << lesson << (slug.empty() ? "" : "-" + slug) << "/README.md, complete its "
+      << (more ? more->file : "exercise.cu") << ", then run `klab check " << next << "`.\n";
   } else if (!program_done && ex_avail > 0 && ex_passed >= ex_avail) {
     o << "\nEvery exercise in this build has passed; the other checkpoints are not yet available.\n";
   }

@@ -48,6 +48,19 @@ std::vector<std::string> Registry::validate() const {
     for (std::size_t j = 0; j < i; ++j)
       if (ops_[j].name == op.name) problems.push_back(fmt::format("op {} registered twice", op.name));
   }
+  for (const auto& l : lessons_)
+    for (const auto& e : l.more_exercises) {
+      // "09b", "09c", ...: the lesson's id and one letter past a (a: the lesson's own).
+      if (e.id.size() != l.id.size() + 1 || e.id.compare(0, l.id.size(), l.id) != 0 || e.id.back() < 'b' ||
+          e.id.back() > 'z')
+        problems.push_back(fmt::format("lesson {}: exercise id '{}' is not {}b, {}c, ...", l.id, e.id, l.id, l.id));
+      if (e.op.empty() || e.reference.empty() || e.file.empty() || e.hints.empty())
+        problems.push_back(fmt::format("lesson {}: exercise {} needs op, reference, file and hints", l.id, e.id));
+      else if (const Op* op = find_op(e.op); !op || op->lesson != l.id)
+        problems.push_back(fmt::format("lesson {}: exercise {}: op {} is not the lesson's", l.id, e.id, e.op));
+      else if (!find_impl(e.op, e.reference))
+        problems.push_back(fmt::format("lesson {}: exercise {}: no impl {}/{}", l.id, e.id, e.op, e.reference));
+    }
   for (std::size_t i = 0; i < impls_.size(); ++i) {
     const auto& im = impls_[i];
     if (!find_op(im.op)) problems.push_back(fmt::format("impl {}: op {} is not registered", im.name, im.op));
@@ -67,6 +80,37 @@ const Lesson* Registry::find_lesson(const std::string& key) const {
       return &l;
   }
   return nullptr;
+}
+
+std::vector<ExerciseInfo> exercises_of(const Lesson& l) {
+  std::vector<ExerciseInfo> out;
+  if (l.exercise_op.empty()) return out;
+  const std::string folder = "lessons/" + l.id + "-" + l.slug + "/";
+  out.push_back({.lesson = &l, .id = l.id, .op = l.exercise_op, .reference = l.exercise_reference,
+                 .file = "exercise.cu", .hints = "hints.md", .where = l.exercise_hint, .title = ""});
+  for (const auto& e : l.more_exercises)
+    out.push_back({.lesson = &l, .id = e.id, .op = e.op, .reference = e.reference, .file = e.file, .hints = e.hints,
+                   .where = folder + e.file, .title = e.title});
+  return out;
+}
+
+bool find_exercise(const std::string& key, ExerciseInfo& out, const Lesson** lesson_out) {
+  // "09b", "9b": the digits name the lesson, the letter its exercise; else the whole key does.
+  std::string lesson_key = key, letter;
+  if (key.size() >= 2 && std::islower(static_cast<unsigned char>(key.back())) &&
+      std::all_of(key.begin(), key.end() - 1, ::isdigit)) {
+    lesson_key = key.substr(0, key.size() - 1);
+    letter = key.substr(key.size() - 1);
+  }
+  const Lesson* l = registry().find_lesson(lesson_key);
+  if (lesson_out) *lesson_out = l;
+  if (!l) return false;
+  for (const auto& e : exercises_of(*l))
+    if (e.id == l->id + letter) {
+      out = e;
+      return true;
+    }
+  return false;
 }
 
 const Op* Registry::find_op(const std::string& name) const {

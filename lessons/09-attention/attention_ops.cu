@@ -303,7 +303,14 @@ KLAB_REGISTER(klab::register_lesson({.id = "09",
                                      .title = "Attention: the online softmax over K/V tiles on the tensor cores, and the backward",
                                      .exercise_op = "attention_fwd",
                                      .exercise_reference = "v1_simt_online",
-                                     .exercise_hint = "lessons/09-attention/exercise.cu"}));
+                                     .exercise_hint = "lessons/09-attention/exercise.cu",
+                                     // klab check 09b: dK and dV accumulated inside v1's key-block loop
+                                     .more_exercises = {{.id = "09b",
+                                                         .op = "attention_bwd",
+                                                         .reference = "v1_mma_atomic_dq",
+                                                         .file = "exercise_bwd.cu",
+                                                         .hints = "hints_bwd.md",
+                                                         .title = "attention backward"}}}));
 KLAB_REGISTER(klab::register_op(make_attention_fwd_op()));
 
 }  // namespace lesson09

@@ -219,6 +219,19 @@ struct Impl {
   std::vector<std::string> kernels;
 };
 
+// A lesson's further CUDA exercise, beside its own: graded by `klab check <id>` exactly as
+// the lesson's (its impl `exercise` of `op`, the stub lessons/NN-*/<file> in klab, the
+// solution solutions/NN-*/<file> in klab-solutions, each TODO proven), its hints in
+// lessons/NN-*/<hints>, its pass recorded under its id.
+struct LessonExercise {
+  std::string id;          // "09b": the lesson's id and a letter, b for the second
+  std::string op;          // op its impl `exercise` computes (not the lesson's exercise_op)
+  std::string reference;   // impl its speed is compared with
+  std::string file;        // "exercise_bwd.cu"
+  std::string hints;       // "hints_bwd.md"
+  std::string title;       // "attention backward", for `klab list` and `klab progress`
+};
+
 struct Lesson {
   std::string id;                      // "01"
   std::string slug;                    // "vector-add"
@@ -226,7 +239,23 @@ struct Lesson {
   std::string exercise_op;             // op the exercise impl computes
   std::string exercise_reference;      // impl the exercise's speed is compared with
   std::string exercise_hint;           // where the exercise lives, for messages
+  std::vector<LessonExercise> more_exercises;   // "09b", ...: the lesson's further exercises
 };
+
+// One CUDA exercise as the verbs (check, hint, solution, reset, list, progress) see it: the
+// lesson's own (id "09": exercise.cu, hints.md) or a further one (id "09b").
+struct ExerciseInfo {
+  const Lesson* lesson = nullptr;
+  std::string id, op, reference, file, hints;
+  std::string where;   // "lessons/09-attention/exercise.cu" (with what to fill in), for messages
+  std::string title;   // "" for the lesson's own
+};
+// The lesson's CUDA exercises, its own first; empty when it has none.
+std::vector<ExerciseInfo> exercises_of(const Lesson& l);
+// "09b" (or "9b"): that exercise; a lesson key ("09", "9", "attention", "09-attention"): the
+// lesson's own. False when the key names none (*lesson_out: the lesson the key's digits
+// name, or nullptr, for the message).
+bool find_exercise(const std::string& key, ExerciseInfo& out, const Lesson** lesson_out = nullptr);
 
 class Registry {
  public:
