@@ -93,6 +93,46 @@ function(klab_add_lesson id)
   endif()
 endfunction()
 
+# klab_add_catalog(<id> SOURCES <.cu...> CASES <case.cu...>)
+#
+# The debugging track's catalog of broken kernels (debugging/, lesson `<id>` in the registry,
+# its folder registered as Lesson::folder). SOURCES: the cases' ops. Each case file is the
+# learner's, the kernel with its bug: built into klab as the case op's impl `exercise`;
+# its fix, solutions/<folder>/<case.cu>, into klab-solutions. `klab check <id>/<case>`
+# grades it like an exercise (KLAB_EXERCISE_IDS: the stub fails, the fix passes), and the
+# tests prove the case's tool catches the bug and passes the fix (KLAB_CATALOG_CASES). A
+# case has no TODOs, so no TODO variants.
+function(klab_add_catalog id)
+  cmake_parse_arguments(L "" "" "SOURCES;CASES" ${ARGN})
+  set(lib klab_lesson_${id})
+  add_library(${lib} OBJECT ${L_SOURCES})
+  target_link_libraries(${lib} PUBLIC klab_core)
+  target_include_directories(${lib} PUBLIC ${CMAKE_CURRENT_SOURCE_DIR})
+  set_property(GLOBAL APPEND PROPERTY KLAB_LESSON_LIBS ${lib})
+  if(KLAB_BUILD_SOLUTIONS)
+    add_library(${lib}_archive STATIC EXCLUDE_FROM_ALL $<TARGET_OBJECTS:${lib}>)
+    target_link_libraries(${lib}_archive PUBLIC klab_core)
+  endif()
+  get_filename_component(folder ${CMAKE_CURRENT_SOURCE_DIR} NAME)
+  foreach(file ${L_CASES})
+    get_filename_component(name ${file} NAME_WE)
+    add_library(${lib}_exercise_${name} OBJECT ${file})
+    target_link_libraries(${lib}_exercise_${name} PUBLIC klab_core)
+    target_include_directories(${lib}_exercise_${name} PRIVATE ${CMAKE_CURRENT_SOURCE_DIR})
+    set_property(GLOBAL APPEND PROPERTY KLAB_EXERCISE_LIBS ${lib}_exercise_${name})
+    set_property(GLOBAL APPEND PROPERTY KLAB_EXERCISE_IDS ${id}/${name})
+    set_property(GLOBAL APPEND PROPERTY KLAB_CATALOG_CASES ${id}/${name})
+    set(solution ${CMAKE_SOURCE_DIR}/solutions/${folder}/${file})
+    if(NOT EXISTS ${solution})
+      message(FATAL_ERROR "catalog ${id}: no fix at ${solution}")
+    endif()
+    add_library(${lib}_solution_${name} OBJECT ${solution})
+    target_link_libraries(${lib}_solution_${name} PUBLIC klab_core)
+    target_include_directories(${lib}_solution_${name} PRIVATE ${CMAKE_CURRENT_SOURCE_DIR})
+    set_property(GLOBAL APPEND PROPERTY KLAB_SOLUTION_LIBS ${lib}_solution_${name})
+  endforeach()
+endfunction()
+
 # klab_triton_exercise_lib(<object library> <exercise .py> <launcher .cu> <AOT output dir>)
 # The launcher registers the impl whatever the build; without Triton it reports why the impl
 # cannot run (klab::triton_supported), and no AOT is compiled.

@@ -499,18 +499,21 @@ TEST(MoreExercises, EachHasItsFilesHintsOpAndCheckpoint) {
   for (const auto& l : klab::registry().lessons())
     for (const auto& e : l.more_exercises) {
       ++n;
-      const std::string folder = l.id + "-" + l.slug;
-      EXPECT_TRUE(fs::exists(repo_root() / "lessons" / folder / e.file)) << e.id;
-      EXPECT_TRUE(fs::exists(repo_root() / "solutions" / folder / e.file)) << e.id;
-      const fs::path h = repo_root() / "lessons" / folder / e.hints;
+      const fs::path folder = klab::lesson_folder(l);
+      EXPECT_TRUE(fs::exists(repo_root() / folder / e.file)) << e.id;
+      EXPECT_TRUE(fs::exists(repo_root() / "solutions" / folder.filename() / e.file)) << e.id;
+      const fs::path h = repo_root() / folder / e.hints;
       ASSERT_TRUE(fs::exists(h)) << h;
       const auto hints = klab::parse_hints(read_text(h), h.string());
       EXPECT_GE(hints.size(), 3u) << h;
       EXPECT_LE(hints.size(), 5u) << h;
       const std::string text = klab::progress_report({}, {e.id});
-      EXPECT_TRUE(has(text, e.id + " " + e.title)) << "progress.cpp's kMore lacks " << e.id << ":\n" << text;
+      if (l.folder.empty())   // a lesson's second exercise: planned in progress.cpp's kMore
+        EXPECT_TRUE(has(text, e.id + " " + e.title)) << "progress.cpp's kMore lacks " << e.id << ":\n" << text;
+      else   // a debugging case: under the Debugging track
+        EXPECT_TRUE(has(text, "to do: klab check " + e.id)) << text;
     }
-  EXPECT_GE(n, 1);
+  EXPECT_GE(n, 5);
 }
 
 TEST(MoreExercises, KeysNameTheLessonsOwnOrAFurtherOne) {
@@ -585,6 +588,44 @@ TEST_F(Verbs, AFurtherExercisesHintsSolutionListAndCheckAreItsOwn) {
   EXPECT_TRUE(has(r.out, "exercise 09b has no Triton version")) << r.out;
   r = klab("check 09b");
   EXPECT_EQ(r.rc, 77) << "no GPU: the key is accepted, the work skipped: " << r.out;
+}
+
+// A debugging case is a further exercise of the catalog's lesson: its hints, solution,
+// check, list line and progress work like 09b's, under its id debug/<case>.
+TEST_F(Verbs, ADebuggingCaseIsGradedLikeAnExercise) {
+  Result r = klab("hint debug/missing_barrier");
+  EXPECT_EQ(r.rc, 0) << r.out;
+  EXPECT_TRUE(has(r.out, "Hint 1 of 3 — exercise debug/missing_barrier")) << r.out;
+  EXPECT_TRUE(has(r.out, "racecheck")) << r.out;
+  EXPECT_EQ(progress_json()["aids"]["debug/missing_barrier"]["hints_seen"], 1);
+  r = klab("solution debug/missing_barrier");
+  EXPECT_EQ(r.rc, 1) << r.out;
+  EXPECT_TRUE(has(r.out, "klab solution debug/missing_barrier --force")) << r.out;
+  r = klab("check debug/missing_barrier");
+  EXPECT_EQ(r.rc, 77) << "no GPU: " << r.out;
+  r = klab("check debug/nope");
+  EXPECT_EQ(r.rc, 2) << r.out;
+  EXPECT_TRUE(has(r.out, "its exercises: debug/missing_barrier, debug/missing_mask")) << r.out;
+  r = klab("debug run missing_mask");
+  EXPECT_EQ(r.rc, 77) << "no GPU: " << r.out;
+  r = klab("list debug");
+  EXPECT_TRUE(has(r.out, "[0 of 4 cases fixed: klab debug list]")) << r.out;
+  r = klab("progress");
+  EXPECT_TRUE(has(r.out, "Debugging          0/4    broken kernels fixed")) << r.out;
+  EXPECT_TRUE(has(r.out, "to do: klab check debug/unstable_softmax")) << r.out;
+  EXPECT_TRUE(has(r.out, "debug/missing_barrier           to do: klab check debug/missing_barrier   1 hint")) << r.out;
+  // The cases' passes fix them in `klab debug list`; the checkpoint "debugging" is what the
+  // paths and the certificate count, recorded by the check that passes the last case.
+  write_text(progress_, R"({"format":"klab-progress","version":1,"exercises":{)"
+                        R"("debug/missing_barrier":{"passed_at":"2026-11-22T10:31:05Z"},)"
+                        R"("debug/missing_mask":{"passed_at":"2026-11-22T10:31:05Z"}}})");
+  r = klab("debug list");
+  EXPECT_EQ(r.rc, 0) << r.out;
+  EXPECT_TRUE(has(r.out, "missing_barrier        racecheck   fixed")) << r.out;
+  EXPECT_TRUE(has(r.out, "uninit_shared          initcheck   open")) << r.out;
+  r = klab("progress");
+  EXPECT_TRUE(has(r.out, "Debugging          2/4")) << r.out;
+  EXPECT_FALSE(has(r.out, "Debugging          2/4    broken kernels fixed (`klab debug list`)   COMPLETE")) << r.out;
 }
 
 // ---- reset -----------------------------------------------------------------------------

@@ -32,6 +32,7 @@
 #include "klab/ranks.hpp"
 #include "klab/report.hpp"
 #include "klab/triton.hpp"
+#include "verb_debug.hpp"
 #include "verb_exercise.hpp"
 #include "verb_report.hpp"
 #include "validators.hpp"
@@ -324,12 +325,16 @@ int cmd_list(const Common& o) {
     // further exercise by its id ("[09b open: klab check 09b]").
     std::string states;
     nlohmann::json jx = nlohmann::json::array();
+    int fixed = 0;
     for (const auto& e : exercises_of(l)) {
       const bool done = progress.exercises.count(e.id) > 0;
       const std::string name = e.title.empty() ? "exercise" : e.id;
-      states += done ? "   [" + name + " solved]" : "   [" + name + " open: klab check " + e.id + "]";
+      fixed += done;
+      if (l.folder.empty()) states += done ? "   [" + name + " solved]" : "   [" + name + " open: klab check " + e.id + "]";
       jx.push_back({{"id", e.id}, {"op", e.op}, {"file", e.file}, {"solved", done}});
     }
+    if (!l.folder.empty())   // the debugging catalog: its cases, counted
+      states = fmt::format("   [{} of {} cases fixed: klab debug list]", fixed, l.more_exercises.size());
     std::printf("%s  %s — %s%s\n", l.id.c_str(), l.slug.c_str(), l.title.c_str(), states.c_str());
     nlohmann::json jl = {{"id", l.id}, {"slug", l.slug}, {"title", l.title}, {"exercise_solved", solved},
                          {"exercises", jx}, {"ops", nlohmann::json::array()}};
@@ -449,6 +454,26 @@ int cmd_run(Common& o, Selection sel) {
   throw Error(fmt::format("rebuilt, but cannot run {}: {}; run the command again", self, std::strerror(errno)));
 }
 
+// After a pass of a catalog's case: when every case of the catalog in this build has passed,
+// its checkpoint (the catalog's slug, "debugging") is recorded too, for the paths and the
+// certificate.
+int record_catalog_if_complete(const Lesson& l, const ExerciseRecord& last) {
+  if (l.folder.empty()) return kExitOk;
+  ProgressData d;
+  try {
+    d = load_progress();
+  } catch (const Error&) {
+    return kExitOk;   // record_pass said so already
+  }
+  for (const auto& e : exercises_of(l))
+    if (!d.exercises.count(e.id)) return kExitOk;
+  ExerciseRecord rec = last;
+  rec.lesson = l.slug;
+  rec.passed_at.clear();
+  std::printf("every case of %s/ is fixed: the %s checkpoint is recorded\n", l.folder.c_str(), l.slug.c_str());
+  return record_pass(rec, false);
+}
+
 int cmd_check(Common& o, const std::string& lesson_key, bool triton) {
   // "09" grades the lesson's exercise, "09b" its second (Lesson::more_exercises).
   const ExerciseInfo xi = exercise_for(lesson_key, triton);
@@ -492,8 +517,36 @@ int cmd_check(Common& o, const std::string& lesson_key, bool triton) {
                 ex_hint.c_str(), again.c_str());
     return kExitFail;
   }
-  // Speed against the lesson's reference version, same run, first bench shape.
+  // A case of the debugging catalog: its tool must be clean too (a race can give the right
+  // output by luck; a write past the end can land where no check looks).
+  if (!triton && !xi.tool.empty()) {
+    const ToolRun t = run_tool_on_exercise(xi, kToolMaxElems);
+    if (t.no_gpu) return kExitNoGpu;
+    if (!t.ran) {
+      std::printf("\nNot run: %s: the fix is graded with it.\n", t.why.c_str());
+      return kExitFail;
+    }
+    std::printf("\n%s: %s\n", xi.tool.c_str(), t.summary.c_str());
+    if (t.errors != 0 || t.klab_rc != kExitOk) {
+      std::printf("\nNot yet: the output is right, but %s still reports the bug (`klab debug run %s` shows the "
+                  "report). Fix %s and run `%s` again.\n",
+                  xi.tool.c_str(), xi.id.substr(xi.id.find('/') + 1).c_str(), ex_hint.c_str(), again.c_str());
+      return kExitFail;
+    }
+  }
+  // Speed against the lesson's reference version, same run, first bench shape (none for a
+  // catalog's case: it is graded on being right).
   double ratio = 0;
+  if (!triton && ex_ref.empty()) {
+    std::printf("\nPassed: correct on every edge case and unseen seed%s.\n",
+                xi.tool.empty() ? "" : (", and " + xi.tool + " is clean").c_str());
+    ExerciseRecord rec;
+    rec.lesson = xi.id;
+    rec.seed = ro.run_seed;
+    rec.device = device_info().name;
+    if (const int rc = record_pass(rec, false); rc != kExitOk) return rc;
+    return record_catalog_if_complete(*l, rec);
+  }
   Selection bsel;
   bsel.lessons = {l->id};
   bsel.ops = {xi.op};
@@ -529,8 +582,11 @@ int cmd_check(Common& o, const std::string& lesson_key, bool triton) {
 
 int cmd_progress() {
   std::vector<std::string> available;
-  for (const auto& l : registry().lessons())
+  for (const auto& l : registry().lessons()) {
     for (const auto& e : exercises_of(l)) available.push_back(e.id);
+    // The catalog's checkpoint ("debugging", its slug): recorded when all its cases pass.
+    if (!l.folder.empty() && !l.more_exercises.empty()) available.push_back(l.slug);
+  }
   // An unreadable or foreign progress file is the user's to fix (KLAB_PROGRESS_FILE or the
   // file itself): a usage error, with load_progress()'s advice.
   const ProgressData data = [] {
@@ -769,6 +825,9 @@ int klab_main(int argc, char** argv) {
   ExerciseVerbArgs xa;   // hint, solution, reset (verb_exercise.cpp)
   const auto exercise_verbs = add_exercise_verbs(app, xa);
   for (auto* c : exercise_verbs) c->allow_extras();
+  DebugVerbArgs debug_args;   // debug list | show | run (verb_debug.cpp)
+  auto* debug_verb = add_debug_verb(app, debug_args);
+  debug_verb->allow_extras();
 
   try {
     app.parse(argc, argv);
@@ -809,6 +868,7 @@ int klab_main(int argc, char** argv) {
     }
     if (check->parsed()) return cmd_check(o, check_lesson, check_triton);
     if (const int rc = run_exercise_verbs(exercise_verbs, xa); rc >= 0) return rc;
+    if (const int rc = run_debug_verb(debug_verb, debug_args); rc >= 0) return rc;
     Selection sel = make_selection(o);
     if (test->parsed()) return cmd_test(o, sel);
     if (bench_c->parsed()) return cmd_bench(o, sel);

@@ -58,8 +58,8 @@ std::string exercise_label(const ExerciseInfo& e) {
   return e.title.empty() ? "lesson " + e.id : fmt::format("exercise {} ({})", e.id, e.title);
 }
 
-// "lessons/01-vector-add" (or "solutions/..."), relative to the source root.
-std::string lesson_folder(const char* top, const Lesson& l) { return fmt::format("{}/{}-{}", top, l.id, l.slug); }
+// Where the exercise's completed twin lives: solutions/<the folder's last name>.
+std::string solutions_folder(const ExerciseInfo& e) { return "solutions/" + fs::path(e.folder).filename().string(); }
 
 bool read_text(const fs::path& p, std::string& out) {
   std::ifstream in(p, std::ios::binary);
@@ -97,7 +97,7 @@ int cmd_hint(const ExerciseVerbArgs& a) {
   ProgressData d = load_progress_or_usage();
   // A CUDA exercise's hints are its hints file (hints.md); the Triton exercise's, its
   // docstring's "Hints".
-  const std::string rel = lesson_folder("lessons", l) + "/" + (a.triton ? "exercise_triton.py" : e.hints);
+  const std::string rel = e.folder + "/" + (a.triton ? "exercise_triton.py" : e.hints);
   std::string text;
   if (!read_text(source_root() / rel, text))
     throw Error(fmt::format("{}: cannot be read ({}); the source tree is {}", rel, std::strerror(errno),
@@ -153,9 +153,8 @@ int cmd_hint(const ExerciseVerbArgs& a) {
 
 int cmd_solution(const ExerciseVerbArgs& a) {
   const ExerciseInfo e = exercise_for(a.lesson, a.triton);
-  const Lesson& l = *e.lesson;
   ProgressData d = load_progress_or_usage();
-  const std::string rel = lesson_folder("solutions", l) + "/" + exercise_file(a, e);
+  const std::string rel = solutions_folder(e) + "/" + exercise_file(a, e);
   std::string text;
   if (!read_text(source_root() / rel, text))
     throw Error(fmt::format("{}: cannot be read ({}); the source tree is {}", rel, std::strerror(errno),
@@ -194,14 +193,9 @@ int cmd_solution(const ExerciseVerbArgs& a) {
 
 // ---- reset ---------------------------------------------------------------------------
 
-struct Captured {
-  int rc = -1;
-  std::string out;
-};
+}  // namespace
 
-// Runs argv (found on PATH) with stdout captured and stderr discarded (or captured with it:
-// with_stderr); rc -1 when it could not be started.
-Captured run_capture(const std::vector<std::string>& args, bool with_stderr = false) {
+Captured run_capture(const std::vector<std::string>& args, bool with_stderr) {
   Captured c;
   int fds[2];
   if (::pipe(fds) != 0) return c;
@@ -238,6 +232,8 @@ Captured run_capture(const std::vector<std::string>& args, bool with_stderr = fa
   return c;
 }
 
+namespace {
+
 // Writes `text` to a new file `path` (never over an existing one), flushed to disk.
 void write_new_file(const fs::path& path, const std::string& text, mode_t mode) {
   const int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, mode);
@@ -272,9 +268,8 @@ std::string utc_stamp() {
 
 int cmd_reset(const ExerciseVerbArgs& a) {
   const ExerciseInfo e = exercise_for(a.lesson, a.triton);
-  const Lesson& l = *e.lesson;
   const fs::path root = source_root();
-  const std::string rel = lesson_folder("lessons", l) + "/" + exercise_file(a, e);
+  const std::string rel = e.folder + "/" + exercise_file(a, e);
   const fs::path file = root / rel;
 
   const Captured top = run_capture({"git", "-C", root.string(), "rev-parse", "--show-toplevel"});
@@ -500,7 +495,7 @@ std::string stale_exercise_warning(const Lesson& l, const std::string& file) {
   } catch (const Error&) {
     return "";   // no source tree here: nothing to compare
   }
-  const std::string rel = lesson_folder("lessons", l) + "/" + file;
+  const std::string rel = klab::lesson_folder(l) + "/" + file;
   if (!newer_than_this_binary(root / rel)) return "";
   return fmt::format("klab: warning: {} is newer than this klab binary: rebuild with `make` first: your edits are not "
                      "in this binary",

@@ -38,6 +38,14 @@ void require_triton_exercise(const Lesson& l);
 // letter with --triton, or --triton on a lesson without a Triton exercise.
 ExerciseInfo exercise_for(const std::string& key, bool triton);
 
+// Runs argv (found on PATH) with stdout captured and stderr discarded (or captured with it:
+// with_stderr); rc -1 when it could not be started.
+struct Captured {
+  int rc = -1;
+  std::string out;
+};
+Captured run_capture(const std::vector<std::string>& args, bool with_stderr = false);
+
 // Adds hint, solution and reset to `app`; returns them (the caller allows their extras).
 std::vector<CLI::App*> add_exercise_verbs(CLI::App& app, ExerciseVerbArgs& a);
 // Runs whichever of them was parsed and returns its exit code; -1 when none was.

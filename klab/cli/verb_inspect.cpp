@@ -180,7 +180,7 @@ int cmd_inspect(const InspectArgs& a) {
 
   std::vector<Row> rows;
   for (const Lesson* l : lessons) {
-    const std::string folder = "/lessons/" + l->id + "-" + l->slug + "/";
+    const std::string folder = "/" + lesson_folder(*l) + "/";   // lessons/NN-slug, or debugging
     for (const Op* op : reg.ops_of(l->id))
       for (const Impl* impl : reg.impls_of(op->name)) {
         if (!wanted.empty() && !wanted.count(impl->name)) continue;

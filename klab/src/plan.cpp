@@ -231,6 +231,12 @@ Plan make_plan(const Selection& sel, bool bench_shapes, const MemoryLimits& lim)
   if (cases.empty()) {
     // One readable line: the first op's reason, the others by name.
     std::string why = skipped.empty() ? std::string("no ops match") : skipped.front().second;
+    // The debugging catalog's only kernels are its cases' (the broken ones, impl `exercise`).
+    if (!lesson_ids.empty() && sel.impls.empty() && std::all_of(lesson_ids.begin(), lesson_ids.end(), [&](const std::string& id) {
+          const Lesson* l = reg.find_lesson(id);
+          return l && !l->folder.empty();
+        }))
+      why = "the catalog's kernels are its cases' broken ones: `klab debug run CASE`, or --impl exercise";
     std::string others;
     for (std::size_t i = 1; i < skipped.size(); ++i) others += (others.empty() ? "" : ", ") + skipped[i].first;
     if (!others.empty()) why += fmt::format("; nor can {} (--op NAME gives the reason)", others);

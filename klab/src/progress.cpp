@@ -41,6 +41,7 @@
 #include <fstream>
 #include <set>
 #include <sstream>
+#include <string_view>
 
 #include "klab/error.hpp"
 
@@ -127,6 +128,17 @@ bool is_lesson_id(const std::string& id) {
 bool is_exercise_id(const std::string& id) {
   return is_lesson_id(id) || (id.size() > 1 && id.back() >= 'b' && id.back() <= 'z' &&
                               is_lesson_id(id.substr(0, id.size() - 1)));
+}
+
+// A case of the debugging catalog: "debug/missing_barrier" (lower case, digits and _, at
+// most 40 characters after the slash: nothing that could name another path).
+bool is_case_id(const std::string& id) {
+  constexpr std::string_view kPrefix = "debug/";
+  if (id.size() <= kPrefix.size() || id.size() > kPrefix.size() + 40 || id.compare(0, kPrefix.size(), kPrefix) != 0)
+    return false;
+  const std::string name = id.substr(kPrefix.size());
+  return name[0] >= 'a' && name[0] <= 'z' &&
+         std::all_of(name.begin(), name.end(), [](char c) { return (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '_'; });
 }
 
 // "01 vector-add", "09b attention backward", "profiling", "18" (a lesson this klab does
@@ -260,6 +272,7 @@ std::string certificate(const State& s, const std::string& what,
 
 bool valid_checkpoint_id(const std::string& id) {
   if (find_named(id)) return true;
+  if (is_case_id(id)) return true;
   // "01".."99", and a lesson's further exercise, "09b".."09z".
   const bool letter = id.size() == 3 && id[2] >= 'b' && id[2] <= 'z';
   const std::string digits = letter ? id.substr(0, 2) : id;
@@ -594,7 +607,7 @@ std::string progress_report(const ProgressData& d, const std::vector<std::string
   std::set<std::string> lesson_ids;
   for (const auto& id : planned_lesson_ids()) lesson_ids.insert(id);
   for (const auto& id : available)
-    if (!find_named(id)) lesson_ids.insert(id);
+    if (is_exercise_id(id)) lesson_ids.insert(id);
   for (const auto& [id, r] : d.exercises)
     if (is_exercise_id(id)) lesson_ids.insert(id);
   for (const auto& [id, a] : d.aids)
@@ -703,7 +716,31 @@ std::string progress_report(const ProgressData& d, const std::vector<std::string
       if (const std::string t = aids_text(a.triton_hints_seen, a.triton_solution_seen_at); !t.empty())
         o << "      " << id << " (Triton):" << t << "\n";
   }
-  const bool debugging_done = named_track("Debugging", "debugging");
+  // Debugging: the catalog's cases (`klab check debug/<case>`); the checkpoint "debugging"
+  // is recorded when every case of the build has passed.
+  std::set<std::string> cases;
+  for (const auto& id : available)
+    if (is_case_id(id)) cases.insert(id);
+  for (const auto& [id, r] : d.exercises)
+    if (is_case_id(id)) cases.insert(id);
+  bool debugging_done = false;
+  if (cases.empty()) {
+    debugging_done = named_track("Debugging", "debugging");
+  } else {
+    std::size_t fixed = 0;
+    for (const auto& id : cases) fixed += s.passed(id);
+    debugging_done = s.passed("debugging");
+    o << "  " << pad("Debugging", 19) << pad(count(fixed, cases.size()), 7) << "broken kernels fixed (`klab debug list`)"
+      << (debugging_done ? "   COMPLETE" : "") << "\n";
+    for (const auto& id : cases) {
+      std::string line = "      " + pad(id, 32);
+      if (s.passed(id)) line += "passed " + date_of(d.exercises.at(id).passed_at) + (s.exists(id) ? "" : "   (not in this build)");
+      else if (s.exists(id)) line += "to do: klab check " + id;
+      else line += "not yet available";
+      if (auto a = d.aids.find(id); a != d.aids.end()) line += aids_text(a->second.hints_seen, a->second.solution_seen_at);
+      o << line << "\n";
+    }
+  }
   const bool mastery_done = named_track("Mastery", "capstone");
   const bool program_done = lessons_done && debugging_done && mastery_done;
 

@@ -50,15 +50,29 @@ std::vector<std::string> Registry::validate() const {
   }
   for (const auto& l : lessons_)
     for (const auto& e : l.more_exercises) {
-      // "09b", "09c", ...: the lesson's id and one letter past a (a: the lesson's own).
-      if (e.id.size() != l.id.size() + 1 || e.id.compare(0, l.id.size(), l.id) != 0 || e.id.back() < 'b' ||
-          e.id.back() > 'z')
-        problems.push_back(fmt::format("lesson {}: exercise id '{}' is not {}b, {}c, ...", l.id, e.id, l.id, l.id));
-      if (e.op.empty() || e.reference.empty() || e.file.empty() || e.hints.empty())
+      if (l.folder.empty()) {
+        // "09b", "09c", ...: the lesson's id and one letter past a (a: the lesson's own).
+        if (e.id.size() != l.id.size() + 1 || e.id.compare(0, l.id.size(), l.id) != 0 || e.id.back() < 'b' ||
+            e.id.back() > 'z')
+          problems.push_back(fmt::format("lesson {}: exercise id '{}' is not {}b, {}c, ...", l.id, e.id, l.id, l.id));
+      } else {
+        // A catalog's case: "<lesson>/<name>", the name in lower case, digits and _.
+        const std::string name = e.id.rfind(l.id + "/", 0) == 0 ? e.id.substr(l.id.size() + 1) : "";
+        const bool ok = !name.empty() && name.size() <= 40 && std::islower(static_cast<unsigned char>(name[0])) &&
+                        std::all_of(name.begin(), name.end(), [](char c) {
+                          return std::islower(static_cast<unsigned char>(c)) || std::isdigit(static_cast<unsigned char>(c)) || c == '_';
+                        });
+        if (!ok) problems.push_back(fmt::format("lesson {}: case id '{}' is not {}/<name>", l.id, e.id, l.id));
+      }
+      if (!e.tool.empty() && e.tool != "memcheck" && e.tool != "racecheck" && e.tool != "initcheck" &&
+          e.tool != "synccheck")
+        problems.push_back(fmt::format("lesson {}: exercise {}: tool '{}' is not a compute-sanitizer tool", l.id,
+                                       e.id, e.tool));
+      if (e.op.empty() || (e.reference.empty() && l.folder.empty()) || e.file.empty() || e.hints.empty())
         problems.push_back(fmt::format("lesson {}: exercise {} needs op, reference, file and hints", l.id, e.id));
       else if (const Op* op = find_op(e.op); !op || op->lesson != l.id)
         problems.push_back(fmt::format("lesson {}: exercise {}: op {} is not the lesson's", l.id, e.id, e.op));
-      else if (!find_impl(e.op, e.reference))
+      else if (!e.reference.empty() && !find_impl(e.op, e.reference))
         problems.push_back(fmt::format("lesson {}: exercise {}: no impl {}/{}", l.id, e.id, e.op, e.reference));
     }
   for (std::size_t i = 0; i < impls_.size(); ++i) {
@@ -75,26 +89,44 @@ const Lesson* Registry::find_lesson(const std::string& key) const {
   for (const auto& l : lessons_) {
     if (key == l.id || key == l.slug || key == l.id + "-" + l.slug) return &l;
     // "1" for "01"
-    if (!key.empty() && std::all_of(key.begin(), key.end(), ::isdigit) && key.size() < 4 &&
-        std::stoi(key) == std::stoi(l.id))
+    // ("debug", the catalog's id, is no number.)
+    if (!key.empty() && std::all_of(key.begin(), key.end(), ::isdigit) && key.size() < 4 && !l.id.empty() &&
+        std::all_of(l.id.begin(), l.id.end(), ::isdigit) && std::stoi(key) == std::stoi(l.id))
       return &l;
   }
   return nullptr;
 }
 
+std::string lesson_folder(const Lesson& l) { return l.folder.empty() ? "lessons/" + l.id + "-" + l.slug : l.folder; }
+
 std::vector<ExerciseInfo> exercises_of(const Lesson& l) {
   std::vector<ExerciseInfo> out;
-  if (l.exercise_op.empty()) return out;
-  const std::string folder = "lessons/" + l.id + "-" + l.slug + "/";
-  out.push_back({.lesson = &l, .id = l.id, .op = l.exercise_op, .reference = l.exercise_reference,
-                 .file = "exercise.cu", .hints = "hints.md", .where = l.exercise_hint, .title = ""});
+  const std::string folder = lesson_folder(l);
+  if (!l.exercise_op.empty())
+    out.push_back({.lesson = &l, .id = l.id, .op = l.exercise_op, .reference = l.exercise_reference,
+                   .file = "exercise.cu", .hints = "hints.md", .where = l.exercise_hint, .title = "",
+                   .folder = folder, .tool = "", .symptom = ""});
   for (const auto& e : l.more_exercises)
     out.push_back({.lesson = &l, .id = e.id, .op = e.op, .reference = e.reference, .file = e.file, .hints = e.hints,
-                   .where = folder + e.file, .title = e.title});
+                   .where = folder + "/" + e.file, .title = e.title, .folder = folder, .tool = e.tool,
+                   .symptom = e.symptom});
   return out;
 }
 
 bool find_exercise(const std::string& key, ExerciseInfo& out, const Lesson** lesson_out) {
+  // A catalog's case by its whole id ("debug/missing_barrier"): its lesson is the part
+  // before the slash.
+  if (const auto slash = key.find('/'); slash != std::string::npos) {
+    const Lesson* l = registry().find_lesson(key.substr(0, slash));
+    if (lesson_out) *lesson_out = l;
+    if (!l) return false;
+    for (const auto& e : exercises_of(*l))
+      if (e.id == key) {
+        out = e;
+        return true;
+      }
+    return false;
+  }
   // "09b", "9b": the digits name the lesson, the letter its exercise; else the whole key does.
   std::string lesson_key = key, letter;
   if (key.size() >= 2 && std::islower(static_cast<unsigned char>(key.back())) &&

@@ -220,16 +220,21 @@ struct Impl {
 };
 
 // A lesson's further CUDA exercise, beside its own: graded by `klab check <id>` exactly as
-// the lesson's (its impl `exercise` of `op`, the stub lessons/NN-*/<file> in klab, the
-// solution solutions/NN-*/<file> in klab-solutions, each TODO proven), its hints in
-// lessons/NN-*/<hints>, its pass recorded under its id.
+// the lesson's (its impl `exercise` of `op`, the stub <folder>/<file> in klab, the solution
+// solutions/<folder's name>/<file> in klab-solutions), its hints in <folder>/<hints>, its
+// pass recorded under its id. A case of the debugging catalog is one too: its stub is the
+// broken kernel, its solution the fix, and `tool` names the compute-sanitizer tool that
+// catches the bug, which the fix must also pass clean.
 struct LessonExercise {
-  std::string id;          // "09b": the lesson's id and a letter, b for the second
+  std::string id;          // "09b": the lesson's id and a letter, b for the second; a catalog's
+                           // case: "debug/missing_barrier"
   std::string op;          // op its impl `exercise` computes (not the lesson's exercise_op)
-  std::string reference;   // impl its speed is compared with
+  std::string reference;   // impl its speed is compared with; "" for none (not timed)
   std::string file;        // "exercise_bwd.cu"
   std::string hints;       // "hints_bwd.md"
   std::string title;       // "attention backward", for `klab list` and `klab progress`
+  std::string tool;        // "racecheck", "memcheck", "initcheck", "synccheck"; "" for none
+  std::string symptom;     // what the learner sees of the bug (a catalog case), for `klab debug`
 };
 
 struct Lesson {
@@ -240,20 +245,28 @@ struct Lesson {
   std::string exercise_reference;      // impl the exercise's speed is compared with
   std::string exercise_hint;           // where the exercise lives, for messages
   std::vector<LessonExercise> more_exercises;   // "09b", ...: the lesson's further exercises
+  // Its folder, relative to the repository, when it is not lessons/<id>-<slug> (the
+  // debugging catalog's: "debugging"); lesson_folder() gives it either way.
+  std::string folder;
 };
+// "lessons/09-attention", or a lesson's own `folder` ("debugging").
+std::string lesson_folder(const Lesson& l);
 
 // One CUDA exercise as the verbs (check, hint, solution, reset, list, progress) see it: the
 // lesson's own (id "09": exercise.cu, hints.md) or a further one (id "09b").
 struct ExerciseInfo {
   const Lesson* lesson = nullptr;
   std::string id, op, reference, file, hints;
-  std::string where;   // "lessons/09-attention/exercise.cu" (with what to fill in), for messages
-  std::string title;   // "" for the lesson's own
+  std::string where;    // "lessons/09-attention/exercise.cu" (with what to fill in), for messages
+  std::string title;    // "" for the lesson's own
+  std::string folder;   // "lessons/09-attention"; its solution is in solutions/<its last name>
+  std::string tool;     // LessonExercise::tool
+  std::string symptom;  // LessonExercise::symptom
 };
 // The lesson's CUDA exercises, its own first; empty when it has none.
 std::vector<ExerciseInfo> exercises_of(const Lesson& l);
-// "09b" (or "9b"): that exercise; a lesson key ("09", "9", "attention", "09-attention"): the
-// lesson's own. False when the key names none (*lesson_out: the lesson the key's digits
+// "09b" (or "9b"), "debug/missing_barrier": that exercise; a lesson key ("09", "9",
+// "attention", "09-attention"): the lesson's own. False when the key names none (*lesson_out: the lesson the key's digits
 // name, or nullptr, for the message).
 bool find_exercise(const std::string& key, ExerciseInfo& out, const Lesson** lesson_out = nullptr);
 

@@ -53,8 +53,9 @@ void record_exercise_pass(const ExerciseRecord& r, bool triton = false);
 void check_progress_usable();
 
 // The ids a progress file may hold: a two-digit lesson id ("01".."99", a lesson a newer
-// klab may know), a lesson's further exercise ("09b": the id and a letter b..z) or a named
-// checkpoint ("profiling", "debugging", "capstone").
+// klab may know), a lesson's further exercise ("09b": the id and a letter b..z), a case of
+// the debugging catalog ("debug/missing_barrier") or a named checkpoint ("profiling",
+// "debugging", "capstone"; "debugging" is recorded when every case of a build has passed).
 bool valid_checkpoint_id(const std::string& id);
 // "2026-11-22T10:31:05Z" exactly (what utc_now_iso() writes), with a plausible date.
 bool valid_utc_timestamp(const std::string& s);

@@ -1,0 +1,249 @@
+// debugging/catalog_ops.cu — the debugging track's catalog: its lesson ("debug", folder
+// debugging/) and the ops its cases compute. Each case is a further exercise of the lesson
+// (Lesson::more_exercises): the learner's file holds the kernel with its bug, registered as
+// the op's impl `exercise`; `klab check debug/<case>` grades the fix, with the case's
+// compute-sanitizer tool where the bug hides from the checks.
+//
+//   case              op               tool       the bug
+//   missing_barrier   debug_row_sum    racecheck  a shared-memory tree without a barrier between steps
+//   missing_mask      debug_scale      memcheck   no `if (i < n)`: the last block writes past the array
+//   uninit_shared     debug_block_sum  initcheck  the last block's tail of a shared tile never written
+//   unstable_softmax  debug_softmax    (checks)   exp without the row's max: inf / inf = NaN
+//
+// The ops are small on purpose: the bug is the lesson, and each shows at the test shapes
+// (ragged sizes, one element, a single short row). No shape passes 2^31 elements (64-bit
+// indexing is lesson 01's).
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <limits>
+#include <string>
+#include <vector>
+
+#include "catalog.cuh"
+#include "klab/compare.hpp"
+#include "klab/op.hpp"
+#include "klab/rng.hpp"
+
+namespace debugging {
+namespace {
+
+using klab::DType;
+using klab::Problem;
+using klab::TensorSpec;
+
+constexpr double kU = 0x1p-24;   // f32's unit roundoff
+const char* const kNoHuge = "a debugging case: its bug shows at small sizes (64-bit indexing past 2^31 is lesson 01's)";
+
+std::string not_negative(const Problem& p) {
+  for (auto d : p.shape)
+    if (d < 0) return "a negative size";
+  return "";
+}
+
+// ---- debug_row_sum (missing_barrier): y[r] = sum over c of x[r, c] -------------------------------
+//
+// One block a row: each of the kThreads threads sums every kThreads-th element, then the
+// block adds the partial sums in a shared-memory tree (log2 kThreads steps). The error of
+// such a sum is at most (terms a thread adds + tree steps) unit roundoffs times the sum of
+// the magnitudes, first order; |x| < 1, so that is at most cols. The bound takes twice that.
+klab::Op make_row_sum_op() {
+  klab::Op op;
+  op.lesson = "debug";
+  op.name = "debug_row_sum";
+  op.summary = "y = the sum of each row of x, one block a row (case missing_barrier)";
+  op.dims = {"rows", "cols"};
+  op.dtypes = {DType::f32};
+  op.test_shapes = {{0, 7}, {1, 1}, {5, 0}, {3, 257}, {129, 4099}, {1000, 33}};
+  op.no_huge_shape = kNoHuge;
+  op.bench_shapes = {{4096, 4096}};
+  op.inputs = [](const Problem& p) { return std::vector<TensorSpec>{{"x", DType::f32, p.shape}}; };
+  op.outputs = [](const Problem& p) { return std::vector<TensorSpec>{{"y", DType::f32, {p.shape[0]}}}; };
+  op.reference = [](const Problem& p, const klab::Inputs& in) {
+    const i64 rows = p.shape[0], cols = p.shape[1];
+    klab::RefArray y(static_cast<std::size_t>(rows));
+    klab::parallel_for(rows, [&](i64 r0, i64 r1) {
+      for (i64 r = r0; r < r1; ++r) {
+        double s = 0;
+        for (i64 c = 0; c < cols; ++c) s += in.tensors[0].get(r * cols + c);
+        y[static_cast<std::size_t>(r)] = s;
+      }
+    }, cols);
+    return klab::single_output(std::move(y));
+  };
+  op.tolerance = [](const Problem& p, int) {
+    const i64 cols = p.shape[1];
+    const double steps = static_cast<double>((cols + kThreads - 1) / kThreads) + std::log2(kThreads) + 1;
+    klab::Tolerance t;
+    t.atol = 2 * steps * kU * static_cast<double>(std::max<i64>(cols, 1));
+    return t;
+  };
+  op.bytes = [](const Problem& p) { return 4.0 * p.shape[0] * (p.shape[1] + 1); };
+  op.bound = klab::Bound::memory_read;   // a row read, one value written
+  op.validate = not_negative;
+  return op;
+}
+
+// ---- debug_scale (missing_mask): y = 2 x + 1 -----------------------------------------------------
+//
+// One element a thread, a block per kThreads elements. 2x is exact; + 1 rounds once: the
+// default f32 tolerance.
+klab::Op make_scale_op() {
+  klab::Op op;
+  op.lesson = "debug";
+  op.name = "debug_scale";
+  op.summary = "y = 2 x + 1, one element a thread (case missing_mask)";
+  op.dims = {"n"};
+  op.dtypes = {DType::f32};
+  op.test_shapes = {{0}, {1}, {3}, {255}, {257}, {4099}, {100003}};
+  op.no_huge_shape = kNoHuge;
+  op.bench_shapes = {{1 << 26}};
+  op.inputs = [](const Problem& p) { return std::vector<TensorSpec>{{"x", DType::f32, p.shape}}; };
+  op.outputs = [](const Problem& p) { return std::vector<TensorSpec>{{"y", DType::f32, p.shape}}; };
+  op.reference = [](const Problem& p, const klab::Inputs& in) {
+    klab::RefArray y(static_cast<std::size_t>(p.shape[0]));
+    klab::parallel_for(p.shape[0], [&](i64 a, i64 b) {
+      for (i64 i = a; i < b; ++i) y[static_cast<std::size_t>(i)] = 2 * in.tensors[0].get(i) + 1;
+    });
+    return klab::single_output(std::move(y));
+  };
+  op.flops = [](const Problem& p) { return 2.0 * p.shape[0]; };
+  op.validate = not_negative;
+  return op;
+}
+
+// ---- debug_block_sum (uninit_shared): y[b] = the sum of x's chunk b of kChunk elements ---------
+//
+// One block a chunk: its elements into a shared tile, then a tree of log2 kChunk steps. Error
+// at most (tree steps + 1) unit roundoffs times the sum of the chunk's magnitudes (< kChunk);
+// the bound takes twice that.
+klab::Op make_block_sum_op() {
+  klab::Op op;
+  op.lesson = "debug";
+  op.name = "debug_block_sum";
+  op.summary = "y[b] = the sum of the b-th chunk of 256 elements of x (case uninit_shared)";
+  op.dims = {"n"};
+  op.dtypes = {DType::f32};
+  op.test_shapes = {{0}, {1}, {3}, {255}, {256}, {257}, {4099}, {100003}};
+  op.no_huge_shape = kNoHuge;
+  op.bench_shapes = {{1 << 26}};
+  op.inputs = [](const Problem& p) { return std::vector<TensorSpec>{{"x", DType::f32, p.shape}}; };
+  op.outputs = [](const Problem& p) {
+    return std::vector<TensorSpec>{{"y", DType::f32, {(p.shape[0] + kChunk - 1) / kChunk}}};
+  };
+  op.bound = klab::Bound::memory_read;   // 256 values read, one written
+  op.reference = [](const Problem& p, const klab::Inputs& in) {
+    const i64 n = p.shape[0], chunks = (n + kChunk - 1) / kChunk;
+    klab::RefArray y(static_cast<std::size_t>(chunks));
+    klab::parallel_for(chunks, [&](i64 a, i64 b) {
+      for (i64 k = a; k < b; ++k) {
+        double s = 0;
+        for (i64 i = k * kChunk; i < std::min(n, (k + 1) * kChunk); ++i) s += in.tensors[0].get(i);
+        y[static_cast<std::size_t>(k)] = s;
+      }
+    }, kChunk);
+    return klab::single_output(std::move(y));
+  };
+  op.tolerance = [](const Problem&, int) {
+    klab::Tolerance t;
+    t.atol = 2 * (std::log2(kChunk) + 1) * kU * kChunk;
+    return t;
+  };
+  op.validate = not_negative;
+  return op;
+}
+
+// ---- debug_softmax (unstable_softmax): y = softmax of each row of x ------------------------------
+//
+// x is drawn in [-100, 100): e^x passes f32's largest value (3.4e38, e^88.7) in most rows, so
+// only the form that subtracts the row's max first can compute it. One warp a row: each lane
+// sums every 32nd e^(x - m), then a 5-step shuffle tree. Relative error of an element: the
+// sum's (terms a lane adds + 5 steps), exp's and the division's few units; absolute, the
+// rounding of x - m, at most u |x - m| in the exponent, which moves p = e^-(m - x) / sum by at
+// most u max(t e^-t) = u / e. Twice each.
+klab::Op make_softmax_op() {
+  klab::Op op;
+  op.lesson = "debug";
+  op.name = "debug_softmax";
+  op.summary = "y = softmax of each row of x, x in [-100, 100) (case unstable_softmax)";
+  op.dims = {"rows", "cols"};
+  op.dtypes = {DType::f32};
+  op.test_shapes = {{0, 7}, {1, 1}, {3, 257}, {129, 1001}, {1000, 33}};
+  op.no_huge_shape = kNoHuge;
+  op.bench_shapes = {{4096, 4096}};
+  op.inputs = [](const Problem& p) { return std::vector<TensorSpec>{{"x", DType::f32, p.shape}}; };
+  op.outputs = [](const Problem& p) { return std::vector<TensorSpec>{{"y", DType::f32, p.shape}}; };
+  op.generate = [](const Problem&, std::uint64_t seed, klab::Inputs& in) {
+    klab::fill_uniform(in.tensors[0], klab::derive_seed(seed, 0), -100.0, 100.0);
+  };
+  op.reference = [](const Problem& p, const klab::Inputs& in) {
+    const i64 rows = p.shape[0], cols = p.shape[1];
+    klab::RefArray y(static_cast<std::size_t>(rows * cols));
+    klab::parallel_for(rows, [&](i64 r0, i64 r1) {
+      for (i64 r = r0; r < r1; ++r) {
+        double m = -std::numeric_limits<double>::infinity(), s = 0;
+        for (i64 c = 0; c < cols; ++c) m = std::max(m, in.tensors[0].get(r * cols + c));
+        for (i64 c = 0; c < cols; ++c) s += std::exp(in.tensors[0].get(r * cols + c) - m);
+        for (i64 c = 0; c < cols; ++c)
+          y[static_cast<std::size_t>(r * cols + c)] = std::exp(in.tensors[0].get(r * cols + c) - m) / s;
+      }
+    }, cols);
+    return klab::single_output(std::move(y));
+  };
+  op.tolerance = [](const Problem& p, int) {
+    const double lane_terms = static_cast<double>((p.shape[1] + 31) / 32);
+    klab::Tolerance t;
+    t.rtol = 2 * (lane_terms + 5 + 6) * kU;
+    t.atol = 2 * kU / std::exp(1.0);
+    return t;
+  };
+  op.validate = not_negative;
+  return op;
+}
+
+}  // namespace
+
+// ---- registration ----------------------------------------------------------------------------------
+
+KLAB_REGISTER(klab::register_lesson(
+    {.id = "debug",
+     .slug = "debugging",
+     .title = "Debugging: the broken-kernel catalog (klab debug list)",
+     .more_exercises =
+         {{.id = "debug/missing_barrier",
+           .op = "debug_row_sum",
+           .file = "missing_barrier.cu",
+           .hints = "missing_barrier.md",
+           .title = "a shared-memory reduction without its barriers",
+           .tool = "racecheck",
+           .symptom = "row sums may be wrong on some rows of the longer shapes, not the same ones run to run, "
+                      "or right by luck"},
+          {.id = "debug/missing_mask",
+           .op = "debug_scale",
+           .file = "missing_mask.cu",
+           .hints = "missing_mask.md",
+           .title = "a kernel without its bounds check",
+           .tool = "memcheck",
+           .symptom = "the checks may pass: the writes past the array's end land in memory they need never read"},
+          {.id = "debug/uninit_shared",
+           .op = "debug_block_sum",
+           .file = "uninit_shared.cu",
+           .hints = "uninit_shared.md",
+           .title = "a shared tile read where it was never written",
+           .tool = "initcheck",
+           .symptom = "the last chunk's sum may be wrong when n is not a multiple of 256, by an amount that "
+                      "changes from run to run"},
+          {.id = "debug/unstable_softmax",
+           .op = "debug_softmax",
+           .file = "unstable_softmax.cu",
+           .hints = "unstable_softmax.md",
+           .title = "a softmax without the row's max",
+           .tool = "",
+           .symptom = "FAIL with NaN in nearly every row: e^x overflowed to inf, and inf / inf is NaN"}},
+     .folder = "debugging"}));
+KLAB_REGISTER(klab::register_op(make_row_sum_op()));
+KLAB_REGISTER(klab::register_op(make_scale_op()));
+KLAB_REGISTER(klab::register_op(make_block_sum_op()));
+KLAB_REGISTER(klab::register_op(make_softmax_op()));
+
+}  // namespace debugging

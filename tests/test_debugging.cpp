@@ -1,0 +1,194 @@
+// tests/test_debugging.cpp — the debugging catalog (debugging/) on the CPU: its lesson and
+// cases as registered, and each case op's tolerance against a CPU simulation of the fixed
+// kernel (f32, the kernel's order of operations: it must pass) and of the bug or a
+// neighbouring mistake (it must fail). The cases themselves are proven on a GPU
+// (gpu.debug.*, gpu.exercise_*.debug.*).
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstdint>
+#include <functional>
+#include <limits>
+#include <string>
+#include <vector>
+
+#include "klab/compare.hpp"
+#include "klab/harness.hpp"
+#include "klab/op.hpp"
+
+namespace {
+
+using klab::DType;
+using klab::HostTensor;
+using klab::Problem;
+using i64 = std::int64_t;
+constexpr int kThreads = 256;   // debugging/catalog.cuh
+
+const klab::Op* op_of(const char* name) { return klab::registry().find_op(name); }
+
+// True when `out` passes the op's tolerance against its reference on problem p's inputs.
+bool passes(const klab::Op& op, const Problem& p, const klab::Inputs& in, const HostTensor& out) {
+  const auto ref = op.reference(p, in);
+  return klab::compare(out, ref[0], op.tolerance ? op.tolerance(p, 0) : klab::default_tolerance(DType::f32)).ok;
+}
+
+// The fixed row sum in f32: thread t adds elements t, t + 256, ...; then the tree, half the
+// threads adding the other half's value. skip_level: a tree step left out (the sum misses
+// the values it would have added), -1 none.
+HostTensor row_sum_f32(const Problem& p, const klab::Inputs& in, int skip_level = -1, bool drop_last = false) {
+  const i64 rows = p.shape[0], cols = p.shape[1];
+  HostTensor y(DType::f32, {rows});
+  for (i64 r = 0; r < rows; ++r) {
+    std::vector<float> part(kThreads, 0.f);
+    for (i64 c = 0; c < cols - (drop_last ? 1 : 0); ++c)
+      part[static_cast<std::size_t>(c % kThreads)] += static_cast<float>(in.tensors[0].get(r * cols + c));
+    int level = 0;
+    for (int half = kThreads / 2; half > 0; half /= 2, ++level)
+      if (level != skip_level)
+        for (int t = 0; t < half; ++t) part[static_cast<std::size_t>(t)] += part[static_cast<std::size_t>(t + half)];
+    y.set(r, part[0]);
+  }
+  return y;
+}
+
+TEST(DebuggingCatalog, TheLessonAndItsFourCases) {
+  const klab::Lesson* l = klab::registry().find_lesson("debug");
+  ASSERT_NE(l, nullptr);
+  EXPECT_EQ(klab::lesson_folder(*l), "debugging");
+  EXPECT_TRUE(l->exercise_op.empty());
+  ASSERT_EQ(l->more_exercises.size(), 4u);
+  for (const auto& e : l->more_exercises) {
+    const klab::Op* op = op_of(e.op.c_str());
+    ASSERT_NE(op, nullptr) << e.id;
+    EXPECT_EQ(op->lesson, "debug") << e.id;
+    EXPECT_EQ(e.id, "debug/" + e.file.substr(0, e.file.size() - 3)) << "the case is named for its file";
+    EXPECT_FALSE(e.symptom.empty()) << e.id;
+    klab::ExerciseInfo x;
+    ASSERT_TRUE(klab::find_exercise(e.id, x)) << e.id;
+    EXPECT_EQ(x.where, "debugging/" + e.file);
+    EXPECT_EQ(x.tool, e.tool);
+  }
+  klab::ExerciseInfo x;
+  const klab::Lesson* found = nullptr;
+  EXPECT_FALSE(klab::find_exercise("debug/nope", x, &found));
+  EXPECT_EQ(found, l);
+  EXPECT_FALSE(klab::find_exercise("nope/missing_barrier", x, &found));
+  EXPECT_EQ(found, nullptr);
+}
+
+// A case's id is <lesson>/<name> in lower case, and its tool one of compute-sanitizer's.
+TEST(DebuggingCatalog, ValidateRejectsBadCaseIdsAndTools) {
+  klab::Registry r;
+  klab::Op op;
+  op.lesson = "dbg";
+  op.name = "o";
+  op.inputs = op.outputs = [](const Problem&) { return std::vector<klab::TensorSpec>{}; };
+  op.reference = [](const Problem&, const klab::Inputs&) { return klab::Reference{}; };
+  r.add(op);
+  klab::Lesson l{.id = "dbg", .slug = "dbg", .folder = "dbg"};
+  l.more_exercises = {{.id = "dbg/Bad", .op = "o", .file = "f.cu", .hints = "h.md"},
+                      {.id = "other/x", .op = "o", .file = "f.cu", .hints = "h.md"},
+                      {.id = "dbg/fine", .op = "o", .file = "f.cu", .hints = "h.md", .tool = "ncu"},
+                      {.id = "dbg/good", .op = "o", .file = "f.cu", .hints = "h.md", .tool = "initcheck"}};
+  r.add(l);
+  const auto problems = r.validate();
+  auto said = [&](const std::string& what) {
+    for (const auto& p : problems)
+      if (p.find(what) != std::string::npos) return true;
+    return false;
+  };
+  EXPECT_TRUE(said("case id 'dbg/Bad'"));
+  EXPECT_TRUE(said("case id 'other/x'"));
+  EXPECT_TRUE(said("tool 'ncu'"));
+  EXPECT_FALSE(said("dbg/good")) << problems.size();
+}
+
+TEST(DebuggingCatalog, RowSumToleranceTakesTheKernelsOrderAndRejectsAMissingTerm) {
+  const klab::Op* op = op_of("debug_row_sum");
+  ASSERT_NE(op, nullptr);
+  for (const klab::Dims& s : std::vector<klab::Dims>{{3, 257}, {129, 4099}, {64, 4096}, {1000, 33}}) {
+    const Problem p{s, DType::f32, ""};
+    const klab::Inputs in = klab::make_inputs(*op, p, 7);
+    EXPECT_TRUE(passes(*op, p, in, row_sum_f32(p, in))) << p.label();
+    // The race's outcomes: a tree step's values never added (the first step matters once a
+    // row has more than 128 elements; the last always); one element short.
+    if (s[1] > 128) EXPECT_FALSE(passes(*op, p, in, row_sum_f32(p, in, 0))) << p.label();
+    EXPECT_FALSE(passes(*op, p, in, row_sum_f32(p, in, 7))) << p.label();
+    EXPECT_FALSE(passes(*op, p, in, row_sum_f32(p, in, -1, true))) << p.label();
+  }
+}
+
+TEST(DebuggingCatalog, BlockSumToleranceRejectsAGarbageTail) {
+  const klab::Op* op = op_of("debug_block_sum");
+  ASSERT_NE(op, nullptr);
+  for (const i64 n : {257, 4099, 100003}) {
+    const Problem p{{n}, DType::f32, ""};
+    const klab::Inputs in = klab::make_inputs(*op, p, 11);
+    const i64 chunks = (n + kThreads - 1) / kThreads;
+    auto sums = [&](float tail) {
+      HostTensor y(DType::f32, {chunks});
+      for (i64 k = 0; k < chunks; ++k) {
+        std::vector<float> tile(kThreads);
+        for (int t = 0; t < kThreads; ++t) {
+          const i64 i = k * kThreads + t;
+          tile[static_cast<std::size_t>(t)] = i < n ? static_cast<float>(in.tensors[0].get(i)) : tail;
+        }
+        for (int half = kThreads / 2; half > 0; half /= 2)
+          for (int t = 0; t < half; ++t) tile[static_cast<std::size_t>(t)] += tile[static_cast<std::size_t>(t + half)];
+        y.set(k, tile[0]);
+      }
+      return y;
+    };
+    EXPECT_TRUE(passes(*op, p, in, sums(0.f))) << n;
+    // Stale shared memory in the short chunk's tail: even a small leftover value fails.
+    EXPECT_FALSE(passes(*op, p, in, sums(0.01f))) << n;
+  }
+}
+
+TEST(DebuggingCatalog, ScaleToleranceRejectsAnElementOffByOne) {
+  const klab::Op* op = op_of("debug_scale");
+  ASSERT_NE(op, nullptr);
+  const Problem p{{4099}, DType::f32, ""};
+  const klab::Inputs in = klab::make_inputs(*op, p, 3);
+  HostTensor right(DType::f32, {4099}), shifted(DType::f32, {4099});
+  for (i64 i = 0; i < 4099; ++i) {
+    right.set(i, 2.f * static_cast<float>(in.tensors[0].get(i)) + 1.f);
+    shifted.set(i, 2.f * static_cast<float>(in.tensors[0].get(i == 0 ? 0 : i - 1)) + 1.f);
+  }
+  EXPECT_TRUE(passes(*op, p, in, right));
+  EXPECT_FALSE(passes(*op, p, in, shifted));
+}
+
+// The softmax's inputs overflow e^x in f32: the textbook form gives NaN (the case's bug);
+// the form with the row's max passes.
+TEST(DebuggingCatalog, SoftmaxInputsOverflowWithoutTheMaxAndPassWithIt) {
+  const klab::Op* op = op_of("debug_softmax");
+  ASSERT_NE(op, nullptr);
+  for (const klab::Dims& s : std::vector<klab::Dims>{{3, 257}, {129, 1001}, {16, 4096}, {1, 1}}) {
+    const Problem p{s, DType::f32, ""};
+    const klab::Inputs in = klab::make_inputs(*op, p, 5);
+    const i64 rows = s[0], cols = s[1];
+    auto softmax = [&](bool with_max) {
+      HostTensor y(DType::f32, {rows, cols});
+      for (i64 r = 0; r < rows; ++r) {
+        float m = -std::numeric_limits<float>::infinity();
+        if (with_max)
+          for (i64 c = 0; c < cols; ++c) m = std::fmax(m, static_cast<float>(in.tensors[0].get(r * cols + c)));
+        else
+          m = 0.f;
+        std::vector<float> lane(32, 0.f);
+        for (i64 c = 0; c < cols; ++c)
+          lane[static_cast<std::size_t>(c % 32)] += std::exp(static_cast<float>(in.tensors[0].get(r * cols + c)) - m);
+        for (int off = 16; off > 0; off /= 2)
+          for (int t = 0; t < off; ++t) lane[static_cast<std::size_t>(t)] += lane[static_cast<std::size_t>(t + off)];
+        for (i64 c = 0; c < cols; ++c)
+          y.set(r * cols + c, std::exp(static_cast<float>(in.tensors[0].get(r * cols + c)) - m) / lane[0]);
+      }
+      return y;
+    };
+    EXPECT_TRUE(passes(*op, p, in, softmax(true))) << p.label();
+    if (cols > 100) EXPECT_FALSE(passes(*op, p, in, softmax(false))) << p.label();
+  }
+}
+
+}  // namespace
