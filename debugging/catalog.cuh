@@ -17,7 +17,7 @@ using i64 = std::int64_t;
 inline constexpr int kThreads = 256;
 static_assert(kThreads % 32 == 0 && (kThreads & (kThreads - 1)) == 0, "a power of two of whole warps");
 
-// block_sum's chunk: one block sums kThreads consecutive elements.
-inline constexpr int kChunk = kThreads;
+// split_sum's column chunk: one launch adds kColChunk columns of every row to the row's sum.
+inline constexpr int kColChunk = 1024;
 
 }  // namespace debugging

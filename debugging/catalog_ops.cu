@@ -7,7 +7,7 @@
 //   case              op               tool       the bug
 //   missing_barrier   debug_row_sum    racecheck  a shared-memory tree without a barrier between steps
 //   missing_mask      debug_scale      memcheck   no `if (i < n)`: the last block writes past the array
-//   uninit_shared     debug_block_sum  initcheck  the last block's tail of a shared tile never written
+//   unzeroed_workspace debug_split_sum initcheck  a sum accumulated into a workspace never zeroed
 //   unstable_softmax  debug_softmax    (checks)   exp without the row's max: inf / inf = NaN
 //
 // The ops are small on purpose: the bug is the lesson, and each shows at the test shapes
@@ -41,6 +41,20 @@ std::string not_negative(const Problem& p) {
   return "";
 }
 
+// The fp64 sum of each row of a (rows, cols) x: debug_row_sum's and debug_split_sum's reference.
+klab::Reference row_sums(const Problem& p, const klab::Inputs& in) {
+  const i64 rows = p.shape[0], cols = p.shape[1];
+  klab::RefArray y(static_cast<std::size_t>(rows));
+  klab::parallel_for(rows, [&](i64 r0, i64 r1) {
+    for (i64 r = r0; r < r1; ++r) {
+      double s = 0;
+      for (i64 c = 0; c < cols; ++c) s += in.tensors[0].get(r * cols + c);
+      y[static_cast<std::size_t>(r)] = s;
+    }
+  }, cols);
+  return klab::single_output(std::move(y));
+}
+
 // ---- debug_row_sum (missing_barrier): y[r] = sum over c of x[r, c] -------------------------------
 //
 // One block a row: each of the kThreads threads sums every kThreads-th element, then the
@@ -59,18 +73,7 @@ klab::Op make_row_sum_op() {
   op.bench_shapes = {{4096, 4096}};
   op.inputs = [](const Problem& p) { return std::vector<TensorSpec>{{"x", DType::f32, p.shape}}; };
   op.outputs = [](const Problem& p) { return std::vector<TensorSpec>{{"y", DType::f32, {p.shape[0]}}}; };
-  op.reference = [](const Problem& p, const klab::Inputs& in) {
-    const i64 rows = p.shape[0], cols = p.shape[1];
-    klab::RefArray y(static_cast<std::size_t>(rows));
-    klab::parallel_for(rows, [&](i64 r0, i64 r1) {
-      for (i64 r = r0; r < r1; ++r) {
-        double s = 0;
-        for (i64 c = 0; c < cols; ++c) s += in.tensors[0].get(r * cols + c);
-        y[static_cast<std::size_t>(r)] = s;
-      }
-    }, cols);
-    return klab::single_output(std::move(y));
-  };
+  op.reference = row_sums;
   op.tolerance = [](const Problem& p, int) {
     const i64 cols = p.shape[1];
     const double steps = static_cast<double>((cols + kThreads - 1) / kThreads) + std::log2(kThreads) + 1;
@@ -112,43 +115,34 @@ klab::Op make_scale_op() {
   return op;
 }
 
-// ---- debug_block_sum (uninit_shared): y[b] = the sum of x's chunk b of kChunk elements ---------
+// ---- debug_split_sum (unzeroed_workspace): y[r] = the sum of row r of x, in column chunks ----------
 //
-// One block a chunk: its elements into a shared tile, then a tree of log2 kChunk steps. Error
-// at most (tree steps + 1) unit roundoffs times the sum of the chunk's magnitudes (< kChunk);
-// the bound takes twice that.
-klab::Op make_block_sum_op() {
+// One launch per chunk of kColChunk columns, one thread a row, adding the chunk's elements in
+// order to the row's running sum in an fp32 workspace; a last launch copies the sums to y.
+// Error at most (terms a chunk adds + chunks) unit roundoffs times the sum of the row's
+// magnitudes (< cols), first order; the bound takes twice that.
+klab::Op make_split_sum_op() {
   klab::Op op;
   op.lesson = "debug";
-  op.name = "debug_block_sum";
-  op.summary = "y[b] = the sum of the b-th chunk of 256 elements of x (case uninit_shared)";
-  op.dims = {"n"};
+  op.name = "debug_split_sum";
+  op.summary = "y = the sum of each row of x, 1024 columns a launch into a workspace (case unzeroed_workspace)";
+  op.dims = {"rows", "cols"};
   op.dtypes = {DType::f32};
-  op.test_shapes = {{0}, {1}, {3}, {255}, {256}, {257}, {4099}, {100003}};
+  op.test_shapes = {{0, 7}, {1, 1}, {5, 0}, {3, 257}, {129, 4099}, {1000, 33}};
   op.no_huge_shape = kNoHuge;
-  op.bench_shapes = {{1 << 26}};
+  op.bench_shapes = {{4096, 4096}};
   op.inputs = [](const Problem& p) { return std::vector<TensorSpec>{{"x", DType::f32, p.shape}}; };
-  op.outputs = [](const Problem& p) {
-    return std::vector<TensorSpec>{{"y", DType::f32, {(p.shape[0] + kChunk - 1) / kChunk}}};
-  };
-  op.bound = klab::Bound::memory_read;   // 256 values read, one written
-  op.reference = [](const Problem& p, const klab::Inputs& in) {
-    const i64 n = p.shape[0], chunks = (n + kChunk - 1) / kChunk;
-    klab::RefArray y(static_cast<std::size_t>(chunks));
-    klab::parallel_for(chunks, [&](i64 a, i64 b) {
-      for (i64 k = a; k < b; ++k) {
-        double s = 0;
-        for (i64 i = k * kChunk; i < std::min(n, (k + 1) * kChunk); ++i) s += in.tensors[0].get(i);
-        y[static_cast<std::size_t>(k)] = s;
-      }
-    }, kChunk);
-    return klab::single_output(std::move(y));
-  };
-  op.tolerance = [](const Problem&, int) {
+  op.outputs = [](const Problem& p) { return std::vector<TensorSpec>{{"y", DType::f32, {p.shape[0]}}}; };
+  op.reference = row_sums;
+  op.tolerance = [](const Problem& p, int) {
+    const i64 cols = p.shape[1];
+    const double terms = static_cast<double>(std::min<i64>(cols, kColChunk) + (cols + kColChunk - 1) / kColChunk + 1);
     klab::Tolerance t;
-    t.atol = 2 * (std::log2(kChunk) + 1) * kU * kChunk;
+    t.atol = 2 * terms * kU * static_cast<double>(std::max<i64>(cols, 1));
     return t;
   };
+  op.bytes = [](const Problem& p) { return 4.0 * p.shape[0] * (p.shape[1] + 1); };
+  op.bound = klab::Bound::memory_read;   // a row read, one value written
   op.validate = not_negative;
   return op;
 }
@@ -225,14 +219,14 @@ KLAB_REGISTER(klab::register_lesson(
            .title = "a kernel without its bounds check",
            .tool = "memcheck",
            .symptom = "the checks may pass: the writes past the array's end land in memory they need never read"},
-          {.id = "debug/uninit_shared",
-           .op = "debug_block_sum",
-           .file = "uninit_shared.cu",
-           .hints = "uninit_shared.md",
-           .title = "a shared tile read where it was never written",
+          {.id = "debug/unzeroed_workspace",
+           .op = "debug_split_sum",
+           .file = "unzeroed_workspace.cu",
+           .hints = "unzeroed_workspace.md",
+           .title = "a sum accumulated into a workspace never zeroed",
            .tool = "initcheck",
-           .symptom = "the last chunk's sum may be wrong when n is not a multiple of 256, by an amount that "
-                      "changes from run to run"},
+           .symptom = "row sums that can be right the first time a shape runs and wrong after (twice the sum, or "
+                      "more), or wrong from the start"},
           {.id = "debug/unstable_softmax",
            .op = "debug_softmax",
            .file = "unstable_softmax.cu",
@@ -243,7 +237,7 @@ KLAB_REGISTER(klab::register_lesson(
      .folder = "debugging"}));
 KLAB_REGISTER(klab::register_op(make_row_sum_op()));
 KLAB_REGISTER(klab::register_op(make_scale_op()));
-KLAB_REGISTER(klab::register_op(make_block_sum_op()));
+KLAB_REGISTER(klab::register_op(make_split_sum_op()));
 KLAB_REGISTER(klab::register_op(make_softmax_op()));
 
 }  // namespace debugging

@@ -118,30 +118,32 @@ TEST(DebuggingCatalog, RowSumToleranceTakesTheKernelsOrderAndRejectsAMissingTerm
   }
 }
 
-TEST(DebuggingCatalog, BlockSumToleranceRejectsAGarbageTail) {
-  const klab::Op* op = op_of("debug_block_sum");
+// The split sums in f32, the kernel's order: each chunk of 1024 columns added in order to the
+// row's running sum, which starts at `start` times the row's own sum (0: the fix; 1: the
+// bug's second launch, the last launch's sums left in the workspace).
+TEST(DebuggingCatalog, SplitSumToleranceRejectsAStaleWorkspace) {
+  const klab::Op* op = op_of("debug_split_sum");
   ASSERT_NE(op, nullptr);
-  for (const i64 n : {257, 4099, 100003}) {
-    const Problem p{{n}, DType::f32, ""};
+  for (const klab::Dims& s : std::vector<klab::Dims>{{3, 257}, {129, 4099}, {64, 4096}, {1000, 33}, {7, 1}}) {
+    const Problem p{s, DType::f32, ""};
     const klab::Inputs in = klab::make_inputs(*op, p, 11);
-    const i64 chunks = (n + kThreads - 1) / kThreads;
-    auto sums = [&](float tail) {
-      HostTensor y(DType::f32, {chunks});
-      for (i64 k = 0; k < chunks; ++k) {
-        std::vector<float> tile(kThreads);
-        for (int t = 0; t < kThreads; ++t) {
-          const i64 i = k * kThreads + t;
-          tile[static_cast<std::size_t>(t)] = i < n ? static_cast<float>(in.tensors[0].get(i)) : tail;
-        }
-        for (int half = kThreads / 2; half > 0; half /= 2)
-          for (int t = 0; t < half; ++t) tile[static_cast<std::size_t>(t)] += tile[static_cast<std::size_t>(t + half)];
-        y.set(k, tile[0]);
+    const i64 rows = s[0], cols = s[1];
+    auto sums = [&](int launches, bool skip_chunk) {
+      HostTensor y(DType::f32, {rows});
+      for (i64 r = 0; r < rows; ++r) {
+        float acc = 0.f;
+        for (int k = 0; k < launches; ++k)
+          for (i64 c0 = 0; c0 < cols; c0 += 1024) {
+            if (skip_chunk && c0 == 0) continue;
+            for (i64 c = c0; c < std::min<i64>(cols, c0 + 1024); ++c) acc += static_cast<float>(in.tensors[0].get(r * cols + c));
+          }
+        y.set(r, acc);
       }
       return y;
     };
-    EXPECT_TRUE(passes(*op, p, in, sums(0.f))) << n;
-    // Stale shared memory in the short chunk's tail: even a small leftover value fails.
-    EXPECT_FALSE(passes(*op, p, in, sums(0.01f))) << n;
+    EXPECT_TRUE(passes(*op, p, in, sums(1, false))) << p.label();
+    EXPECT_FALSE(passes(*op, p, in, sums(2, false))) << p.label() << ": the last launch's sums carried over";
+    EXPECT_FALSE(passes(*op, p, in, sums(1, true))) << p.label() << ": the first chunk missing";
   }
 }
 

@@ -622,7 +622,7 @@ TEST_F(Verbs, ADebuggingCaseIsGradedLikeAnExercise) {
   r = klab("debug list");
   EXPECT_EQ(r.rc, 0) << r.out;
   EXPECT_TRUE(has(r.out, "missing_barrier        racecheck   fixed")) << r.out;
-  EXPECT_TRUE(has(r.out, "uninit_shared          initcheck   open")) << r.out;
+  EXPECT_TRUE(has(r.out, "unzeroed_workspace     initcheck   open")) << r.out;
   r = klab("progress");
   EXPECT_TRUE(has(r.out, "Debugging          2/4")) << r.out;
   EXPECT_FALSE(has(r.out, "Debugging          2/4    broken kernels fixed (`klab debug list`)   COMPLETE")) << r.out;
