@@ -15,6 +15,7 @@
 #include "klab/compare.hpp"
 #include "klab/harness.hpp"
 #include "klab/op.hpp"
+#include "verb_debug.hpp"
 
 namespace {
 
@@ -191,6 +192,14 @@ TEST(DebuggingCatalog, SoftmaxInputsOverflowWithoutTheMaxAndPassWithIt) {
     EXPECT_TRUE(passes(*op, p, in, softmax(true))) << p.label();
     if (cols > 100) EXPECT_FALSE(passes(*op, p, in, softmax(false))) << p.label();
   }
+}
+
+TEST(DebuggingCatalog, TailLinesKeepsTheLastLines) {
+  EXPECT_EQ(klab::tail_lines("a\nb\nc\n", 2), "b\nc\n");
+  EXPECT_EQ(klab::tail_lines("a\nb\nc", 1), "c");
+  EXPECT_EQ(klab::tail_lines("a\nb\n", 5), "a\nb\n");
+  EXPECT_EQ(klab::tail_lines("", 3), "");
+  EXPECT_EQ(klab::tail_lines("\n\nx\n", 1), "x\n");
 }
 
 }  // namespace

@@ -107,16 +107,21 @@ int cmd_debug_show(const std::string& name) {
   return kExitOk;
 }
 
-// The last n lines of text.
+}  // namespace
+
 std::string tail_lines(const std::string& text, int n) {
-  std::size_t at = text.size();
-  for (int k = 0; k <= n && at > 0; ++k) {
-    const auto nl = text.rfind('\n', at - 1);
+  std::size_t end = text.size();
+  if (end > 0 && text[end - 1] == '\n') --end;
+  std::size_t at = end;
+  for (int k = 0; k < n; ++k) {
+    const auto nl = at == 0 ? std::string::npos : text.rfind('\n', at - 1);
     if (nl == std::string::npos) return text;
-    if (k < n) at = nl;
+    at = nl;
   }
-  return text.substr(at + (at < text.size() && text[at] == '\n'));
+  return text.substr(at + 1);
 }
+
+namespace {
 
 int cmd_debug_run(const std::string& name) {
   const ExerciseInfo e = find_case(name);
@@ -153,8 +158,9 @@ int cmd_debug_run(const std::string& name) {
                 e.tool.c_str(), e.where.c_str(), r.errors, r.errors == 1 ? "" : "s", e.id.c_str());
     return kExitFail;
   }
-  std::printf("\n%s is clean on %s%s.\n", e.tool.c_str(), e.where.c_str(),
-              r.klab_rc == kExitOk ? ", and the checks pass: `klab check " + e.id + "` records the fix" : "");
+  const std::string checks = r.klab_rc == kExitOk ? ", and the checks pass: `klab check " + e.id + "` records the fix"
+                                                  : ", but the checks fail (above)";
+  std::printf("\n%s is clean on %s%s.\n", e.tool.c_str(), e.where.c_str(), checks.c_str());
   return r.klab_rc == kExitOk ? kExitOk : kExitFail;
 }
 

@@ -30,6 +30,10 @@ ToolRun run_tool_on_exercise(const ExerciseInfo& e, std::int64_t max_elems);
 // The shapes a case's tool runs on: its test shapes up to this many elements.
 inline constexpr std::int64_t kToolMaxElems = std::int64_t{1} << 20;
 
+// The last n lines of a tool's output (a trailing newline ends the last line); all of it
+// when it has no more.
+std::string tail_lines(const std::string& text, int n);
+
 struct DebugVerbArgs {
   std::string which;   // list | show | run
   std::string name;    // the case: "missing_barrier" or "debug/missing_barrier"
