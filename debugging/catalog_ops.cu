@@ -41,6 +41,19 @@ std::string not_negative(const Problem& p) {
   return "";
 }
 
+// What every case's op has: the catalog's lesson, f32, no huge shape, no negative size.
+klab::Op case_op(const char* name, const char* summary, std::vector<std::string> dims) {
+  klab::Op op;
+  op.lesson = "debug";
+  op.name = name;
+  op.summary = summary;
+  op.dims = std::move(dims);
+  op.dtypes = {DType::f32};
+  op.no_huge_shape = kNoHuge;
+  op.validate = not_negative;
+  return op;
+}
+
 // The fp64 sum of each row of a (rows, cols) x: debug_row_sum's and debug_split_sum's reference.
 klab::Reference row_sums(const Problem& p, const klab::Inputs& in) {
   const i64 rows = p.shape[0], cols = p.shape[1];
@@ -55,36 +68,36 @@ klab::Reference row_sums(const Problem& p, const klab::Inputs& in) {
   return klab::single_output(std::move(y));
 }
 
-// ---- debug_row_sum (missing_barrier): y[r] = sum over c of x[r, c] -------------------------------
-//
-// One block a row: each of the kThreads threads sums every kThreads-th element, then the
-// block adds the partial sums in a shared-memory tree (log2 kThreads steps). The error of
-// such a sum is at most (terms a thread adds + tree steps) unit roundoffs times the sum of
-// the magnitudes, first order; |x| < 1, so that is at most cols. The bound takes twice that.
-klab::Op make_row_sum_op() {
-  klab::Op op;
-  op.lesson = "debug";
-  op.name = "debug_row_sum";
-  op.summary = "y = the sum of each row of x, one block a row (case missing_barrier)";
-  op.dims = {"rows", "cols"};
-  op.dtypes = {DType::f32};
+// y[r] = the sum of row r of x: debug_row_sum and debug_split_sum, which differ in how a
+// kernel orders the additions. Its error is at most terms(cols) unit roundoffs times the sum
+// of the row's magnitudes, first order; |x| < 1, so that sum is at most cols. The bound takes
+// twice that.
+klab::Op row_sum_op(const char* name, const char* summary, double (*terms)(i64 cols)) {
+  klab::Op op = case_op(name, summary, {"rows", "cols"});
   op.test_shapes = {{0, 7}, {1, 1}, {5, 0}, {3, 257}, {129, 4099}, {1000, 33}};
-  op.no_huge_shape = kNoHuge;
   op.bench_shapes = {{4096, 4096}};
   op.inputs = [](const Problem& p) { return std::vector<TensorSpec>{{"x", DType::f32, p.shape}}; };
   op.outputs = [](const Problem& p) { return std::vector<TensorSpec>{{"y", DType::f32, {p.shape[0]}}}; };
   op.reference = row_sums;
-  op.tolerance = [](const Problem& p, int) {
+  op.tolerance = [terms](const Problem& p, int) {
     const i64 cols = p.shape[1];
-    const double steps = static_cast<double>((cols + kThreads - 1) / kThreads) + std::log2(kThreads) + 1;
     klab::Tolerance t;
-    t.atol = 2 * steps * kU * static_cast<double>(std::max<i64>(cols, 1));
+    t.atol = 2 * terms(cols) * kU * static_cast<double>(std::max<i64>(cols, 1));
     return t;
   };
   op.bytes = [](const Problem& p) { return 4.0 * p.shape[0] * (p.shape[1] + 1); };
   op.bound = klab::Bound::memory_read;   // a row read, one value written
-  op.validate = not_negative;
   return op;
+}
+
+// ---- debug_row_sum (missing_barrier): y[r] = sum over c of x[r, c] -------------------------------
+//
+// One block a row: each of the kThreads threads sums every kThreads-th element, then the
+// block adds the partial sums in a shared-memory tree (log2 kThreads steps): terms = the
+// elements a thread adds + the tree's steps.
+klab::Op make_row_sum_op() {
+  return row_sum_op("debug_row_sum", "y = the sum of each row of x, one block a row (case missing_barrier)",
+                    [](i64 cols) { return static_cast<double>((cols + kThreads - 1) / kThreads) + std::log2(kThreads) + 1; });
 }
 
 // ---- debug_scale (missing_mask): y = 2 x + 1 -----------------------------------------------------
@@ -92,14 +105,8 @@ klab::Op make_row_sum_op() {
 // One element a thread, a block per kThreads elements. 2x is exact; + 1 rounds once: the
 // default f32 tolerance.
 klab::Op make_scale_op() {
-  klab::Op op;
-  op.lesson = "debug";
-  op.name = "debug_scale";
-  op.summary = "y = 2 x + 1, one element a thread (case missing_mask)";
-  op.dims = {"n"};
-  op.dtypes = {DType::f32};
+  klab::Op op = case_op("debug_scale", "y = 2 x + 1, one element a thread (case missing_mask)", {"n"});
   op.test_shapes = {{0}, {1}, {3}, {255}, {257}, {4099}, {100003}};
-  op.no_huge_shape = kNoHuge;
   op.bench_shapes = {{1 << 26}};
   op.inputs = [](const Problem& p) { return std::vector<TensorSpec>{{"x", DType::f32, p.shape}}; };
   op.outputs = [](const Problem& p) { return std::vector<TensorSpec>{{"y", DType::f32, p.shape}}; };
@@ -111,40 +118,20 @@ klab::Op make_scale_op() {
     return klab::single_output(std::move(y));
   };
   op.flops = [](const Problem& p) { return 2.0 * p.shape[0]; };
-  op.validate = not_negative;
   return op;
 }
 
 // ---- debug_split_sum (unzeroed_workspace): y[r] = the sum of row r of x, in column chunks ----------
 //
 // One launch per chunk of kColChunk columns, one thread a row, adding the chunk's elements in
-// order to the row's running sum in an fp32 workspace; a last launch copies the sums to y.
-// Error at most (terms a chunk adds + chunks) unit roundoffs times the sum of the row's
-// magnitudes (< cols), first order; the bound takes twice that.
+// order to the row's running sum in an fp32 workspace; a last launch copies the sums to y:
+// terms = the elements a chunk adds + the chunks.
 klab::Op make_split_sum_op() {
-  klab::Op op;
-  op.lesson = "debug";
-  op.name = "debug_split_sum";
-  op.summary = "y = the sum of each row of x, 1024 columns a launch into a workspace (case unzeroed_workspace)";
-  op.dims = {"rows", "cols"};
-  op.dtypes = {DType::f32};
-  op.test_shapes = {{0, 7}, {1, 1}, {5, 0}, {3, 257}, {129, 4099}, {1000, 33}};
-  op.no_huge_shape = kNoHuge;
-  op.bench_shapes = {{4096, 4096}};
-  op.inputs = [](const Problem& p) { return std::vector<TensorSpec>{{"x", DType::f32, p.shape}}; };
-  op.outputs = [](const Problem& p) { return std::vector<TensorSpec>{{"y", DType::f32, {p.shape[0]}}}; };
-  op.reference = row_sums;
-  op.tolerance = [](const Problem& p, int) {
-    const i64 cols = p.shape[1];
-    const double terms = static_cast<double>(std::min<i64>(cols, kColChunk) + (cols + kColChunk - 1) / kColChunk + 1);
-    klab::Tolerance t;
-    t.atol = 2 * terms * kU * static_cast<double>(std::max<i64>(cols, 1));
-    return t;
-  };
-  op.bytes = [](const Problem& p) { return 4.0 * p.shape[0] * (p.shape[1] + 1); };
-  op.bound = klab::Bound::memory_read;   // a row read, one value written
-  op.validate = not_negative;
-  return op;
+  return row_sum_op("debug_split_sum",
+                    "y = the sum of each row of x, 1024 columns a launch into a workspace (case unzeroed_workspace)",
+                    [](i64 cols) {
+                      return static_cast<double>(std::min<i64>(cols, kColChunk) + (cols + kColChunk - 1) / kColChunk + 1);
+                    });
 }
 
 // ---- debug_softmax (unstable_softmax): y = softmax of each row of x ------------------------------
@@ -156,14 +143,9 @@ klab::Op make_split_sum_op() {
 // rounding of x - m, at most u |x - m| in the exponent, which moves p = e^-(m - x) / sum by at
 // most u max(t e^-t) = u / e. Twice each.
 klab::Op make_softmax_op() {
-  klab::Op op;
-  op.lesson = "debug";
-  op.name = "debug_softmax";
-  op.summary = "y = softmax of each row of x, x in [-100, 100) (case unstable_softmax)";
-  op.dims = {"rows", "cols"};
-  op.dtypes = {DType::f32};
+  klab::Op op = case_op("debug_softmax", "y = softmax of each row of x, x in [-100, 100) (case unstable_softmax)",
+                        {"rows", "cols"});
   op.test_shapes = {{0, 7}, {1, 1}, {3, 257}, {129, 1001}, {1000, 33}};
-  op.no_huge_shape = kNoHuge;
   op.bench_shapes = {{4096, 4096}};
   op.inputs = [](const Problem& p) { return std::vector<TensorSpec>{{"x", DType::f32, p.shape}}; };
   op.outputs = [](const Problem& p) { return std::vector<TensorSpec>{{"y", DType::f32, p.shape}}; };
@@ -191,7 +173,6 @@ klab::Op make_softmax_op() {
     t.atol = 2 * kU / std::exp(1.0);
     return t;
   };
-  op.validate = not_negative;
   return op;
 }
 

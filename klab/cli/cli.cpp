@@ -540,46 +540,42 @@ int cmd_check(Common& o, const std::string& lesson_key, bool triton) {
   if (!triton && ex_ref.empty()) {
     std::printf("\nPassed: correct on every edge case and unseen seed%s.\n",
                 xi.tool.empty() ? "" : (", and " + xi.tool + " is clean").c_str());
-    ExerciseRecord rec;
-    rec.lesson = xi.id;
-    rec.seed = ro.run_seed;
-    rec.device = device_info().name;
-    if (const int rc = record_pass(rec, false); rc != kExitOk) return rc;
-    return record_catalog_if_complete(*l, rec);
+  } else {
+    Selection bsel;
+    bsel.lessons = {l->id};
+    bsel.ops = {xi.op};
+    bsel.exercises = true;
+    bsel.impls = {ex_impl, ex_ref};
+    auto bcases = plan_cases(bsel, true);
+    // The first bench shape that both the exercise and its reference take.
+    if (const auto c = first_case_all_run(bcases)) bcases = {*c};
+    else bcases.clear();
+    ro.time_cap_s = 0.5;
+    (void)peaks();
+    const auto b = bench(bcases, ro);
+    print_bench(stdout, b);
+    if (any_failed(b)) {
+      std::printf("\nNot yet: the exercise's timed output was wrong.\n");
+      return kExitFail;
+    }
+    double ex = 0, rf = 0;
+    for (const auto& r : b) (r.impl == ex_impl ? ex : rf) = r.median_ms;
+    if (ex > 0 && rf > 0) ratio = ex / rf;
+    if (ratio > 0)
+      std::printf("\nPassed: correct on every edge case and unseen seed; %.2fx the time of %s.\n", ratio, ex_ref.c_str());
+    else
+      std::printf("\nPassed: correct on every edge case and unseen seed (no bench shape runs both it and %s: not timed).\n",
+                  ex_ref.c_str());
   }
-  Selection bsel;
-  bsel.lessons = {l->id};
-  bsel.ops = {xi.op};
-  bsel.exercises = true;
-  bsel.impls = {ex_impl, ex_ref};
-  auto bcases = plan_cases(bsel, true);
-  // The first bench shape that both the exercise and its reference take.
-  if (const auto c = first_case_all_run(bcases)) bcases = {*c};
-  else bcases.clear();
-  ro.time_cap_s = 0.5;
-  (void)peaks();
-  const auto b = bench(bcases, ro);
-  print_bench(stdout, b);
-  if (any_failed(b)) {
-    std::printf("\nNot yet: the exercise's timed output was wrong.\n");
-    return kExitFail;
-  }
-  double ex = 0, rf = 0;
-  for (const auto& r : b) (r.impl == ex_impl ? ex : rf) = r.median_ms;
-  if (ex > 0 && rf > 0) ratio = ex / rf;
-  if (ratio > 0)
-    std::printf("\nPassed: correct on every edge case and unseen seed; %.2fx the time of %s.\n", ratio, ex_ref.c_str());
-  else
-    std::printf("\nPassed: correct on every edge case and unseen seed (no bench shape runs both it and %s: not timed).\n",
-                ex_ref.c_str());
   ExerciseRecord rec;
   rec.lesson = xi.id;  // passed_at: filled in with the current time by record_exercise_pass
   rec.speed_ratio = ratio;
   rec.seed = ro.run_seed;
   rec.device = device_info().name;
-  return record_pass(rec, triton);   // a pass that cannot be saved exits 1 and says why
+  // A pass that cannot be saved exits 1 and says why.
+  if (const int rc = record_pass(rec, triton); rc != kExitOk || triton) return rc;
+  return record_catalog_if_complete(*l, rec);
 }
-
 int cmd_progress() {
   std::vector<std::string> available;
   for (const auto& l : registry().lessons()) {
