@@ -22,6 +22,7 @@
 
 #include <cstdint>
 #include <string>
+#include <vector>
 
 #include "klab/device/cp_async.cuh"
 #include "klab/device/mma.cuh"
@@ -41,6 +42,16 @@ inline Shape shape_of(const klab::Problem& p) {
 }
 
 inline bool is_causal(const klab::Problem& p) { return p.variant == "causal"; }
+
+// The lesson's bench problems, attention_fwd's and attention_bwd's: FlashAttention's standard
+// shapes, head dim 128 and 64, a long sequence, and grouped-query attention (4 query heads a
+// K/V head).
+inline std::vector<klab::Dims> bench_problems() {
+  return {{4, 16, 16, 4096, 4096, 128},
+          {8, 16, 16, 4096, 4096, 64},
+          {1, 16, 16, 16384, 16384, 128},
+          {4, 32, 8, 4096, 4096, 128}};
+}
 
 // How many keys query i sees: a prefix [0, visible_keys) of the key sequence, by the
 // convention above (every key without the mask). 0 for the early queries when Sq > Sk.

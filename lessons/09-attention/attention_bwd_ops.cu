@@ -375,12 +375,7 @@ klab::Op make_attention_bwd_op() {
       {1, 1, 1, 7, 9, 129},           // an odd head dim past 128: reference only, unsupported
       {1, 1, 1, 1, 16777259, 128},    // K, V, dK and dV have 2,147,489,152 elements: flat index past 2^31
   };
-  // attention_fwd's bench shapes: FlashAttention's, head dim 128 and 64, a long sequence,
-  // grouped-query attention.
-  op.bench_shapes = {{4, 16, 16, 4096, 4096, 128},
-                     {8, 16, 16, 4096, 4096, 64},
-                     {1, 16, 16, 16384, 16384, 128},
-                     {4, 32, 8, 4096, 4096, 128}};
+  op.bench_shapes = bench_problems();   // attention_fwd's (attention.cuh)
   op.seeds = 2;
   op.baseline = "cudnn";   // cuDNN's SDPA backward (attention_cudnn.cu)
   op.tour = {"v1_mma_atomic_dq", "cudnn"};

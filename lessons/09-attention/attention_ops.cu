@@ -268,12 +268,7 @@ klab::Op make_attention_fwd_op() {
       {1, 1, 1, 7, 9, 129},           // an odd head dim past 128: reference only, unsupported
       {1, 1, 1, 1, 16777259, 128},    // K and V have 2,147,489,152 elements: flat index past 2^31
   };
-  // The lesson's targets: FlashAttention's standard shapes, head dim 128 and 64, a long
-  // sequence, and grouped-query attention (4 query heads a K/V head).
-  op.bench_shapes = {{4, 16, 16, 4096, 4096, 128},
-                     {8, 16, 16, 4096, 4096, 64},
-                     {1, 16, 16, 16384, 16384, 128},
-                     {4, 32, 8, 4096, 4096, 128}};
+  op.bench_shapes = bench_problems();   // the lesson's targets (attention.cuh)
   op.seeds = 2;
   op.baseline = "cudnn";   // cuDNN's SDPA (attention_cudnn.cu)
   op.tour = {"v2_mma_sync", "cudnn"};   // v1 takes a tenth of a second a launch at these shapes
