@@ -130,6 +130,42 @@ TEST(AttentionBackwardReference, MatchesFiniteDifferencesOfTheForward) {
 }
 
 // A query that sees no key has no gradient, and gives none to the keys.
+// A long row of dQ split over the host's cores (the reference's path for a decoding shape's
+// few queries) is the serial row, its fp64 terms summed in another order: within 1e-10 of its
+// norm. The bound can fail: the serial row without its last key (a chunk's edge dropped) is
+// off by one term of 100,003, about 1/sqrt(n) of the norm, at 3e-3.
+TEST(AttentionBackwardReference, ALongRowSplitOverTheCoresIsTheSerialRow) {
+  const RefShape s{1, 1, 1, 3, 100003, 4};
+  const RefShape short_s{1, 1, 1, 3, 100002, 4};   // the same keys but the last (B = Hkv = 1)
+  for (const bool causal : {false, true}) {
+    Vec Q = random_vec(s.Sq * s.d, 41), K = random_vec(s.Sk * s.d, 42), V = random_vec(s.Sk * s.d, 43),
+        dO = random_vec(s.Sq * s.d, 44);
+    Vec O, L;
+    forward(s, causal, Q, K, V, O, L);
+    const auto gap = [](const Vec& a, const Vec& b) {
+      double num = 0, den = 0;
+      for (std::size_t e = 0; e < a.size(); ++e) {
+        num += (a[e] - b[e]) * (a[e] - b[e]);
+        den += a[e] * a[e];
+      }
+      return std::sqrt(num / den);
+    };
+    for (i64 r = 0; r < s.Sq; ++r) {
+      Vec serial(4), split(4), dropped(4);
+      lesson09::attention_bwd_dq_row(s, causal, Get{&Q}, Get{&K}, Get{&V}, Get{&O}, Get{&dO}, Get{&L}, r,
+                                     serial.data(), false);
+      lesson09::attention_bwd_dq_row(s, causal, Get{&Q}, Get{&K}, Get{&V}, Get{&O}, Get{&dO}, Get{&L}, r,
+                                     split.data(), true);
+      EXPECT_LT(gap(serial, split), 1e-10) << "row " << r << (causal ? ", causal" : "");
+      if (!causal) {
+        lesson09::attention_bwd_dq_row(short_s, false, Get{&Q}, Get{&K}, Get{&V}, Get{&O}, Get{&dO}, Get{&L}, r,
+                                       dropped.data(), false);
+        EXPECT_GT(gap(serial, dropped), 1e-4) << "the control: one key left out must show, row " << r;
+      }
+    }
+  }
+}
+
 TEST(AttentionBackwardReference, EmptyRowsHaveNoGradient) {
   const RefShape s{1, 1, 1, 6, 4, 3};   // causal: rows 0 and 1 see no key
   const Vec Q = random_vec(18, 11), K = random_vec(12, 12), V = random_vec(12, 13), dO = random_vec(18, 14);

@@ -153,9 +153,16 @@ void bwd_rows(const Problem& p, const Get& Q, const Get& K, const Get& V, const 
   const RefShape s = ref_shape(p);
   const bool causal = is_causal(p);
   const i64 group = s.Hq / s.Hkv;
-  klab::parallel_for(static_cast<i64>(q_rows.size()), [&](i64 a, i64 b) {
-    for (i64 x = a; x < b; ++x) attention_bwd_dq_row(s, causal, Q, K, V, O, dO, L, q_rows[x], dq + x * s.d);
-  }, s.Sk * s.d);
+  // Fewer rows than chunks of attention_ref.hpp's split (a decoding shape's few queries, each
+  // millions of keys long): each row over the cores in turn; else the rows over the cores.
+  if (q_rows.size() < 64) {
+    for (std::size_t x = 0; x < q_rows.size(); ++x)
+      attention_bwd_dq_row(s, causal, Q, K, V, O, dO, L, q_rows[x], dq + x * s.d, true);
+  } else {
+    klab::parallel_for(static_cast<i64>(q_rows.size()), [&](i64 a, i64 b) {
+      for (i64 x = a; x < b; ++x) attention_bwd_dq_row(s, causal, Q, K, V, O, dO, L, q_rows[x], dq + x * s.d);
+    }, s.Sk * s.d);
+  }
   klab::parallel_for(static_cast<i64>(kv_rows.size()), [&](i64 a, i64 b) {
     for (i64 x = a; x < b; ++x)
       attention_bwd_dkv_row(s, causal, Q, K, V, O, dO, L, kv_rows[x], dk + x * s.d, dv + x * s.d);

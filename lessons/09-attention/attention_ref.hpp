@@ -54,6 +54,25 @@ inline bool ref_sees(const RefShape& s, bool causal, std::int64_t i, std::int64_
   return !causal || j <= i + s.Sk - s.Sq;
 }
 
+// Adds the sum over keys [0, n) that body(j0, j1, acc) accumulates into acc[0, d) to out[0, d):
+// serially, or (parallel: for the few long rows of a decoding shape) in 64 chunks over the
+// host's cores, each into a partial row of its own, the partials added in chunk order.
+template <class Body>
+void sum_over_keys(std::int64_t n, std::int64_t d, bool parallel, double* out, const Body& body) {
+  using i64 = std::int64_t;
+  if (!parallel) {
+    body(0, n, out);
+    return;
+  }
+  const i64 chunks = 64, per = (n + chunks - 1) / chunks;
+  std::vector<double> part(static_cast<std::size_t>(chunks * d), 0.0);
+  klab::parallel_for(chunks, [&](i64 c0, i64 c1) {
+    for (i64 c = c0; c < c1; ++c) body(std::min(n, c * per), std::min(n, (c + 1) * per), part.data() + c * d);
+  }, per * d);
+  for (i64 c = 0; c < chunks; ++c)
+    for (i64 e = 0; e < d; ++e) out[e] += part[c * d + e];
+}
+
 // O of query row r = (b Hq + h) Sq + i into o[0, d), and L: scores in fp64 from the inputs as
 // given, the max subtracted, probabilities normalized, O = P·V, L = max + ln(sum exp(s - max)).
 // A row that sees no key: O = 0, L = -inf (attention.cuh's convention). `parallel`: split the
@@ -88,47 +107,44 @@ void attention_fwd_row(const RefShape& s, bool causal, const Get& Q, const Get& 
   double l = 0;
   for (i64 j = 0; j < s.Sk; ++j) l += (sc[j] = std::exp(sc[j] - m));
   L = m + std::log(l);
-  auto pv = [&](i64 j0, i64 j1, double* acc) {
+  sum_over_keys(s.Sk, s.d, parallel, o, [&](i64 j0, i64 j1, double* acc) {
     for (i64 j = j0; j < j1; ++j)
       if (sc[j] != 0)
         for (i64 e = 0; e < s.d; ++e) acc[e] += sc[j] * V(kv0 + j * s.d + e);
-  };
-  if (!parallel) {
-    pv(0, s.Sk, o);
-  } else {   // per-chunk partial rows, added in chunk order
-    const i64 chunks = 64, per = (s.Sk + chunks - 1) / chunks;
-    std::vector<double> part(static_cast<std::size_t>(chunks * s.d), 0.0);
-    klab::parallel_for(chunks, [&](i64 c0, i64 c1) {
-      for (i64 c = c0; c < c1; ++c) pv(c * per, std::min(s.Sk, (c + 1) * per), part.data() + c * s.d);
-    }, per * s.d);
-    for (i64 c = 0; c < chunks; ++c)
-      for (i64 e = 0; e < s.d; ++e) o[e] += part[c * s.d + e];
-  }
+  });
   for (i64 e = 0; e < s.d; ++e) o[e] /= l;
 }
 
-// dQ of query row r = (b Hq + h) Sq + i into dq[0, d).
+// dQ of query row r = (b Hq + h) Sq + i into dq[0, d). `parallel`: the keys split over the
+// host's cores, as in attention_fwd_row.
 template <class Get>
 void attention_bwd_dq_row(const RefShape& s, bool causal, const Get& Q, const Get& K, const Get& V, const Get& O,
-                          const Get& dO, const Get& L, std::int64_t r, double* dq) {
+                          const Get& dO, const Get& L, std::int64_t r, double* dq, bool parallel = false) {
   using i64 = std::int64_t;
   const i64 i = r % s.Sq, bh = r / s.Sq, b = bh / s.Hq, h = bh % s.Hq;
   const i64 kv0 = (b * s.Hkv + h / (s.Hq / s.Hkv)) * s.Sk * s.d;
   const double scale = 1.0 / std::sqrt(static_cast<double>(s.d)), Li = L(r);
   for (i64 e = 0; e < s.d; ++e) dq[e] = 0;
   if (Li == -std::numeric_limits<double>::infinity()) return;
+  std::vector<double> q(static_cast<std::size_t>(s.d)), go(q.size());   // the row's q_i and dO_i
   double D = 0;
-  for (i64 e = 0; e < s.d; ++e) D += dO(r * s.d + e) * O(r * s.d + e);
-  for (i64 j = 0; j < s.Sk; ++j) {
-    if (!ref_sees(s, causal, i, j)) continue;
-    double sc = 0, dp = 0;
-    for (i64 e = 0; e < s.d; ++e) {
-      sc += Q(r * s.d + e) * K(kv0 + j * s.d + e);
-      dp += dO(r * s.d + e) * V(kv0 + j * s.d + e);
-    }
-    const double ds = std::exp(sc * scale - Li) * (dp - D);
-    for (i64 e = 0; e < s.d; ++e) dq[e] += ds * K(kv0 + j * s.d + e) * scale;
+  for (i64 e = 0; e < s.d; ++e) {
+    q[e] = Q(r * s.d + e);
+    go[e] = dO(r * s.d + e);
+    D += go[e] * O(r * s.d + e);
   }
+  sum_over_keys(s.Sk, s.d, parallel, dq, [&](i64 j0, i64 j1, double* acc) {
+    for (i64 j = j0; j < j1; ++j) {
+      if (!ref_sees(s, causal, i, j)) continue;
+      double sc = 0, dp = 0;
+      for (i64 e = 0; e < s.d; ++e) {
+        sc += q[e] * K(kv0 + j * s.d + e);
+        dp += go[e] * V(kv0 + j * s.d + e);
+      }
+      const double ds = std::exp(sc * scale - Li) * (dp - D);
+      for (i64 e = 0; e < s.d; ++e) acc[e] += ds * K(kv0 + j * s.d + e) * scale;
+    }
+  });
 }
 
 // dK and dV of key row t = (b Hkv + hk) Sk + j into dk[0, d) and dv[0, d).
