@@ -505,7 +505,8 @@ TEST(AttentionBwdOp, TheGeneratorsOAndLAreTheReferenceForward) {
   const std::vector<std::pair<klab::Dims, std::string>> cases = {{{1, 4, 2, 127, 127, 64}, ""},
                                                                  {{1, 4, 2, 127, 127, 64}, "causal"},
                                                                  {{1, 2, 2, 1009, 67, 128}, "causal"},
-                                                                 {{2, 3, 1, 1, 4099, 128}, ""}};
+                                                                 {{2, 3, 1, 1, 4099, 128}, ""},
+                                                                 {{1, 1, 1, 7, 9, 129}, "causal"}};   // d % 4 = 1
   for (const auto& [dims, variant] : cases)
     for (const DType t : {DType::bf16, DType::f16}) {
       const Problem p{dims, t, variant};
