@@ -420,7 +420,12 @@ klab::Op make_attention_bwd_op() {
       {1, 1, 1, 7, 9, 129},           // an odd head dim past 128: reference only, unsupported
       {1, 1, 1, 1, 16777259, 128},    // K, V, dK and dV have 2,147,489,152 elements: flat index past 2^31
   };
-  op.bench_shapes = bench_problems();   // attention_fwd's (attention.cuh)
+  // attention_fwd's problems (attention.cuh), after one whose inputs the host makes in seconds:
+  // the tour (`klab run 09`) and `klab check 09b` time the first bench shape, and the
+  // generator's fp64 forward (O and L) of the others is 2^37 to 2^39 multiply-adds, 8 to 32
+  // times this one's, made twice a case (the timed inputs and the fresh ones of the re-check).
+  op.bench_shapes = bench_problems();
+  op.bench_shapes.insert(op.bench_shapes.begin(), {2, 16, 16, 2048, 2048, 128});
   op.seeds = 2;
   op.baseline = "cudnn";   // cuDNN's SDPA backward (attention_cudnn.cu)
   op.tour = {"v1_mma_atomic_dq", "cudnn"};
