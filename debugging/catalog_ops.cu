@@ -9,6 +9,7 @@
 //   missing_mask      debug_scale      memcheck   no `if (i < n)`: the last block writes past the array
 //   unzeroed_workspace debug_split_sum initcheck  a sum accumulated into a workspace never zeroed
 //   unstable_softmax  debug_softmax    (checks)   exp without the row's max: inf / inf = NaN
+//   one_pass_variance debug_variance   (checks)   E[x²] − E[x]² in f32: the difference cancels
 //
 // The ops are small on purpose: the bug is the lesson, and each shows at the test shapes
 // (ragged sizes, one element, a single short row). No shape passes 2^31 elements (64-bit
@@ -176,6 +177,57 @@ klab::Op make_softmax_op() {
   return op;
 }
 
+// ---- debug_variance (one_pass_variance): y[r] = the variance of row r of x -------------------------
+//
+// x is drawn in [999, 1001): a mean of 1000 and a variance of 1/3, so E[x²] (10^6) and E[x]²
+// agree in their first seven digits, f32's all. One warp a row, in two passes (the fix): the
+// mean m', each lane adding k = ceil(cols / 32) elements, then a 5-step shuffle tree and the
+// division: |m' − m| <= d = (k + 6) u max|x|, max|x| <= 1001. Then the squares of x − m'
+// (exact: x and m' within a factor of 2), each rounded once, summed the same way with no
+// cancellation: within (k + 7) u of Σ(x − m')² / n = var + (m − m')². So the error is at most
+// (k + 7) u var + d² to first order; the bound takes twice each. The one-pass form's error is
+// that of E[x²], about k u 10^6: units, not millionths.
+klab::Op make_variance_op() {
+  klab::Op op = case_op("debug_variance", "y = the variance of each row of x, x in [999, 1001) (case one_pass_variance)",
+                        {"rows", "cols"});
+  op.test_shapes = {{0, 7}, {1, 1}, {5, 2}, {3, 257}, {129, 1001}, {1000, 33}};
+  op.bench_shapes = {{4096, 4096}};
+  op.validate = [](const Problem& p) {
+    if (std::string why = not_negative(p); !why.empty()) return why;
+    return p.shape[0] > 0 && p.shape[1] == 0 ? std::string("a row's variance needs at least one element") : std::string();
+  };
+  op.inputs = [](const Problem& p) { return std::vector<TensorSpec>{{"x", DType::f32, p.shape}}; };
+  op.outputs = [](const Problem& p) { return std::vector<TensorSpec>{{"y", DType::f32, {p.shape[0]}}}; };
+  op.generate = [](const Problem&, std::uint64_t seed, klab::Inputs& in) {
+    klab::fill_uniform(in.tensors[0], klab::derive_seed(seed, 0), 999.0, 1001.0);
+  };
+  op.reference = [](const Problem& p, const klab::Inputs& in) {   // two passes in fp64
+    const i64 rows = p.shape[0], cols = p.shape[1];
+    klab::RefArray y(static_cast<std::size_t>(rows));
+    klab::parallel_for(rows, [&](i64 r0, i64 r1) {
+      for (i64 r = r0; r < r1; ++r) {
+        double m = 0, q = 0;
+        for (i64 c = 0; c < cols; ++c) m += in.tensors[0].get(r * cols + c);
+        m /= static_cast<double>(cols);
+        for (i64 c = 0; c < cols; ++c) q += (in.tensors[0].get(r * cols + c) - m) * (in.tensors[0].get(r * cols + c) - m);
+        y[static_cast<std::size_t>(r)] = q / static_cast<double>(cols);
+      }
+    }, cols);
+    return klab::single_output(std::move(y));
+  };
+  op.tolerance = [](const Problem& p, int) {
+    const double k = static_cast<double>((p.shape[1] + 31) / 32);
+    const double d = (k + 6) * kU * 1001.0;
+    klab::Tolerance t;
+    t.rtol = 2 * (k + 7) * kU;
+    t.atol = 2 * d * d;
+    return t;
+  };
+  op.bytes = [](const Problem& p) { return 4.0 * p.shape[0] * (p.shape[1] + 1); };
+  op.bound = klab::Bound::memory_read;   // a row read (twice, from cache), one value written
+  return op;
+}
+
 }  // namespace
 
 // ---- registration ----------------------------------------------------------------------------------
@@ -214,11 +266,20 @@ KLAB_REGISTER(klab::register_lesson(
            .hints = "unstable_softmax.md",
            .title = "a softmax without the row's max",
            .tool = "",
-           .symptom = "FAIL with NaN in nearly every row: e^x overflowed to inf, and inf / inf is NaN"}},
+           .symptom = "FAIL with NaN in nearly every row: e^x overflowed to inf, and inf / inf is NaN"},
+          {.id = "debug/one_pass_variance",
+           .op = "debug_variance",
+           .file = "one_pass_variance.cu",
+           .hints = "one_pass_variance.md",
+           .title = "a one-pass variance whose difference cancels",
+           .tool = "",
+           .symptom = "FAIL on every row of two or more elements: variances off by whole units, some of them "
+                      "negative, where the reference has about 0.33"}},
      .folder = "debugging"}));
 KLAB_REGISTER(klab::register_op(make_row_sum_op()));
 KLAB_REGISTER(klab::register_op(make_scale_op()));
 KLAB_REGISTER(klab::register_op(make_split_sum_op()));
 KLAB_REGISTER(klab::register_op(make_softmax_op()));
+KLAB_REGISTER(klab::register_op(make_variance_op()));
 
 }  // namespace debugging

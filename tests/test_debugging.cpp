@@ -52,12 +52,12 @@ HostTensor row_sum_f32(const Problem& p, const klab::Inputs& in, int skip_level 
   return y;
 }
 
-TEST(DebuggingCatalog, TheLessonAndItsFourCases) {
+TEST(DebuggingCatalog, TheLessonAndItsFiveCases) {
   const klab::Lesson* l = klab::registry().find_lesson("debug");
   ASSERT_NE(l, nullptr);
   EXPECT_EQ(klab::lesson_folder(*l), "debugging");
   EXPECT_TRUE(l->exercise_op.empty());
-  ASSERT_EQ(l->more_exercises.size(), 4u);
+  ASSERT_EQ(l->more_exercises.size(), 5u);
   for (const auto& e : l->more_exercises) {
     const klab::Op* op = op_of(e.op.c_str());
     ASSERT_NE(op, nullptr) << e.id;
@@ -191,6 +191,55 @@ TEST(DebuggingCatalog, SoftmaxInputsOverflowWithoutTheMaxAndPassWithIt) {
     };
     EXPECT_TRUE(passes(*op, p, in, softmax(true))) << p.label();
     if (cols > 100) EXPECT_FALSE(passes(*op, p, in, softmax(false))) << p.label();
+  }
+}
+
+// The variance's inputs share their first seven digits: the one-pass E[x²] − E[x]² in f32
+// (the case's bug) fails at every row of two or more elements; the two-pass form (the fix)
+// passes, in the kernel's order (each lane every 32nd element, then a tree); and dividing
+// by n − 1 (the sample variance, a neighbouring mistake) fails too, at the op's test shapes:
+// at 4096 columns its error, var / 4095 = 8e-5, lies within the bound's worst case for the
+// mean's rounding, 2 d² = 1.3e-4.
+TEST(DebuggingCatalog, VarianceToleranceTakesTwoPassesAndRejectsOne) {
+  const klab::Op* op = op_of("debug_variance");
+  ASSERT_NE(op, nullptr);
+  EXPECT_FALSE(op->validate(Problem{{3, 0}, DType::f32, ""}).empty()) << "rows without elements";
+  EXPECT_TRUE(op->validate(Problem{{0, 0}, DType::f32, ""}).empty());
+  for (const klab::Dims& s : std::vector<klab::Dims>{{1, 1}, {5, 2}, {3, 257}, {129, 1001}, {1000, 33}, {16, 4096}}) {
+    const Problem p{s, DType::f32, ""};
+    const klab::Inputs in = klab::make_inputs(*op, p, 11);
+    const i64 rows = s[0], cols = s[1];
+    auto warp_sum = [](std::vector<float>& lane) {
+      for (int off = 16; off > 0; off /= 2)
+        for (int t = 0; t < off; ++t) lane[static_cast<std::size_t>(t)] += lane[static_cast<std::size_t>(t + off)];
+      return lane[0];
+    };
+    enum class Form { two_pass, one_pass, sample };
+    auto variance = [&](Form f) {
+      HostTensor y(DType::f32, {rows});
+      for (i64 r = 0; r < rows; ++r) {
+        auto x = [&](i64 c) { return static_cast<float>(in.tensors[0].get(r * cols + c)); };
+        std::vector<float> a(32, 0.f), b(32, 0.f);
+        const auto n = static_cast<float>(cols);
+        if (f == Form::one_pass) {
+          for (i64 c = 0; c < cols; ++c) {
+            a[static_cast<std::size_t>(c % 32)] += x(c);
+            b[static_cast<std::size_t>(c % 32)] += x(c) * x(c);
+          }
+          const float mean = warp_sum(a) / n;
+          y.set(r, warp_sum(b) / n - mean * mean);
+          continue;
+        }
+        for (i64 c = 0; c < cols; ++c) a[static_cast<std::size_t>(c % 32)] += x(c);
+        const float mean = warp_sum(a) / n;
+        for (i64 c = 0; c < cols; ++c) b[static_cast<std::size_t>(c % 32)] += (x(c) - mean) * (x(c) - mean);
+        y.set(r, warp_sum(b) / (f == Form::sample ? n - 1 : n));
+      }
+      return y;
+    };
+    EXPECT_TRUE(passes(*op, p, in, variance(Form::two_pass))) << p.label();
+    if (cols >= 2) EXPECT_FALSE(passes(*op, p, in, variance(Form::one_pass))) << p.label();
+    if (cols >= 2 && cols <= 1001) EXPECT_FALSE(passes(*op, p, in, variance(Form::sample))) << p.label();
   }
 }
 
