@@ -1,6 +1,7 @@
 // The tour that `klab run` runs without --full (plan.hpp): every op declares it, and the plan
 // keeps to it, so the main job stays a few minutes however many lessons are added.
 #include <gtest/gtest.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <cmath>
@@ -108,6 +109,30 @@ TEST(Tour, AnOpFilterKeepsTheTourShapes) {
   sel.tour = true;
   sel.ops = {registry().ops().front().name};
   for (const Case& c : make_plan(sel, false, {}).cases) EXPECT_LE(largest_tensor(*c.op, c.problem), kTourMaxElems);
+}
+
+// KLAB_PROGRESS_LINES=1 with stderr not a terminal (a log): a line per update, numbered, with
+// the seconds since the start; without it, nothing (the rewriting line is for terminals).
+TEST(ProgressLine, OneLineAnUpdateInALogWhenAsked) {
+  if (isatty(STDERR_FILENO)) GTEST_SKIP() << "stderr is a terminal here";
+  auto run = [](bool enabled) {
+    testing::internal::CaptureStderr();
+    {
+      ProgressLine p(12, enabled);
+      p.update(0, "bench a v1 1024");
+      p.update(10, "bench b v2 7");
+    }
+    return testing::internal::GetCapturedStderr();
+  };
+  ::setenv("KLAB_PROGRESS_LINES", "1", 1);
+  const std::string on = run(true), off_by_caller = run(false);
+  ::unsetenv("KLAB_PROGRESS_LINES");
+  const std::string unset = run(true);
+  EXPECT_NE(on.find("[ 1/12] 0.0 s bench a v1 1024\n"), std::string::npos) << on;
+  EXPECT_NE(on.find("[11/12] "), std::string::npos) << on;
+  EXPECT_NE(on.find(" s bench b v2 7\n"), std::string::npos) << on;
+  EXPECT_EQ(off_by_caller, "");
+  EXPECT_EQ(unset, "");
 }
 
 TEST(Eta, FromTheMeanCaseTime) {

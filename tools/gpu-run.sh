@@ -62,6 +62,9 @@ if [ "${1:-}" = "--wait" ]; then
 fi
 OUT=${OUT:-$PWD/out}
 mkdir -p "$OUT"
+# Every klab call logs a line per case (the case, the seconds since it started): a phase that
+# runs long shows where it is (a bench of lesson 09's backward once ran 1000 s and showed nothing).
+export KLAB_PROGRESS_LINES=1
 if [[ " $* " == *" // "* ]]; then
   lanes=(); cur=""; tail_args=""; seen=0
   for a in "$@"; do

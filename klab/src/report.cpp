@@ -4,9 +4,11 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdlib>
 #include <ctime>
 #include <fstream>
 #include <map>
+#include <string_view>
 
 #include <fmt/format.h>
 
@@ -52,11 +54,20 @@ void Table::print(std::FILE* f) const {
 }
 
 ProgressLine::ProgressLine(std::size_t total, bool enabled)
-    : total_(total), enabled_(enabled && isatty(STDERR_FILENO)) {}
+    : total_(total), enabled_(enabled && isatty(STDERR_FILENO)) {
+  const char* lines = std::getenv("KLAB_PROGRESS_LINES");
+  lines_ = enabled && !enabled_ && lines && std::string_view(lines) == "1";
+}
 
 void ProgressLine::update(std::size_t done, const std::string& what) {
-  if (!enabled_) return;
   const double elapsed = std::chrono::duration<double>(std::chrono::steady_clock::now() - start_).count();
+  if (lines_) {
+    std::fprintf(stderr, "[%*zu/%zu] %.1f s %s\n", static_cast<int>(std::to_string(total_).size()), done + 1, total_,
+                 elapsed, what.c_str());
+    std::fflush(stderr);
+    return;
+  }
+  if (!enabled_) return;
   const std::string eta = eta_text(elapsed, done, total_);
   std::string s = fmt::format("[{:>{}}/{}]{}{} {}", done + 1, std::to_string(total_).size(), total_,
                               eta.empty() ? "" : " ", eta, what);

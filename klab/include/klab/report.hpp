@@ -26,7 +26,9 @@ class Table {
 };
 
 // A line on stderr that rewrites itself ("[ 12/340] vector_add v3_vec4 268435456 f32"),
-// shown only when stderr is a terminal; finish() clears it.
+// shown only when stderr is a terminal; finish() clears it. With KLAB_PROGRESS_LINES=1 and
+// stderr not a terminal (a log file, a detached run), each update is a line of its own
+// instead, with the seconds since the start: "[ 12/340] 81.4 s bench attention_bwd ...".
 class ProgressLine {
  public:
   ProgressLine(std::size_t total, bool enabled);
@@ -37,6 +39,7 @@ class ProgressLine {
  private:
   std::size_t total_;
   bool enabled_;
+  bool lines_ = false;   // one line per update (KLAB_PROGRESS_LINES, stderr not a terminal)
   std::size_t last_len_ = 0;
   std::chrono::steady_clock::time_point start_ = std::chrono::steady_clock::now();
 };
