@@ -69,16 +69,25 @@ klab::Reference row_sums(const Problem& p, const klab::Inputs& in) {
   return klab::single_output(std::move(y));
 }
 
+// What the ops that reduce each row of a (rows, cols) x to one value y[r] share: x in, y
+// out, the bench shape, and their traffic (a row read, one value written).
+klab::Op row_reduce_op(const char* name, const char* summary) {
+  klab::Op op = case_op(name, summary, {"rows", "cols"});
+  op.bench_shapes = {{4096, 4096}};
+  op.inputs = [](const Problem& p) { return std::vector<TensorSpec>{{"x", DType::f32, p.shape}}; };
+  op.outputs = [](const Problem& p) { return std::vector<TensorSpec>{{"y", DType::f32, {p.shape[0]}}}; };
+  op.bytes = [](const Problem& p) { return 4.0 * p.shape[0] * (p.shape[1] + 1); };
+  op.bound = klab::Bound::memory_read;
+  return op;
+}
+
 // y[r] = the sum of row r of x: debug_row_sum and debug_split_sum, which differ in how a
 // kernel orders the additions. Its error is at most terms(cols) unit roundoffs times the sum
 // of the row's magnitudes, first order; |x| < 1, so that sum is at most cols. The bound takes
 // twice that.
 klab::Op row_sum_op(const char* name, const char* summary, double (*terms)(i64 cols)) {
-  klab::Op op = case_op(name, summary, {"rows", "cols"});
+  klab::Op op = row_reduce_op(name, summary);
   op.test_shapes = {{0, 7}, {1, 1}, {5, 0}, {3, 257}, {129, 4099}, {1000, 33}};
-  op.bench_shapes = {{4096, 4096}};
-  op.inputs = [](const Problem& p) { return std::vector<TensorSpec>{{"x", DType::f32, p.shape}}; };
-  op.outputs = [](const Problem& p) { return std::vector<TensorSpec>{{"y", DType::f32, {p.shape[0]}}}; };
   op.reference = row_sums;
   op.tolerance = [terms](const Problem& p, int) {
     const i64 cols = p.shape[1];
@@ -86,8 +95,6 @@ klab::Op row_sum_op(const char* name, const char* summary, double (*terms)(i64 c
     t.atol = 2 * terms(cols) * kU * static_cast<double>(std::max<i64>(cols, 1));
     return t;
   };
-  op.bytes = [](const Problem& p) { return 4.0 * p.shape[0] * (p.shape[1] + 1); };
-  op.bound = klab::Bound::memory_read;   // a row read, one value written
   return op;
 }
 
@@ -188,16 +195,13 @@ klab::Op make_softmax_op() {
 // (k + 7) u var + d² to first order; the bound takes twice each. The one-pass form's error is
 // that of E[x²], about k u 10^6: units, not millionths.
 klab::Op make_variance_op() {
-  klab::Op op = case_op("debug_variance", "y = the variance of each row of x, x in [999, 1001) (case one_pass_variance)",
-                        {"rows", "cols"});
+  klab::Op op = row_reduce_op("debug_variance",
+                              "y = the variance of each row of x, x in [999, 1001) (case one_pass_variance)");
   op.test_shapes = {{0, 7}, {1, 1}, {5, 2}, {3, 257}, {129, 1001}, {1000, 33}};
-  op.bench_shapes = {{4096, 4096}};
   op.validate = [](const Problem& p) {
     if (std::string why = not_negative(p); !why.empty()) return why;
     return p.shape[0] > 0 && p.shape[1] == 0 ? std::string("a row's variance needs at least one element") : std::string();
   };
-  op.inputs = [](const Problem& p) { return std::vector<TensorSpec>{{"x", DType::f32, p.shape}}; };
-  op.outputs = [](const Problem& p) { return std::vector<TensorSpec>{{"y", DType::f32, {p.shape[0]}}}; };
   op.generate = [](const Problem&, std::uint64_t seed, klab::Inputs& in) {
     klab::fill_uniform(in.tensors[0], klab::derive_seed(seed, 0), 999.0, 1001.0);
   };
@@ -209,7 +213,10 @@ klab::Op make_variance_op() {
         double m = 0, q = 0;
         for (i64 c = 0; c < cols; ++c) m += in.tensors[0].get(r * cols + c);
         m /= static_cast<double>(cols);
-        for (i64 c = 0; c < cols; ++c) q += (in.tensors[0].get(r * cols + c) - m) * (in.tensors[0].get(r * cols + c) - m);
+        for (i64 c = 0; c < cols; ++c) {
+          const double d = in.tensors[0].get(r * cols + c) - m;
+          q += d * d;
+        }
         y[static_cast<std::size_t>(r)] = q / static_cast<double>(cols);
       }
     }, cols);
@@ -223,8 +230,6 @@ klab::Op make_variance_op() {
     t.atol = 2 * d * d;
     return t;
   };
-  op.bytes = [](const Problem& p) { return 4.0 * p.shape[0] * (p.shape[1] + 1); };
-  op.bound = klab::Bound::memory_read;   // a row read (twice, from cache), one value written
   return op;
 }
 
