@@ -10,6 +10,10 @@
 //   unzeroed_workspace debug_split_sum initcheck  a sum accumulated into a workspace never zeroed
 //   unstable_softmax  debug_softmax    (checks)   exp without the row's max: inf / inf = NaN
 //   one_pass_variance debug_variance   (checks)   E[x²] − E[x]² in f32: the difference cancels
+//   divergent_barrier debug_row_max    synccheck  the tree's barrier inside its `if`: some threads skip it
+//   misaligned_vector_load debug_row_scale memcheck  float4 loads from rows that start off a 16-byte boundary
+//   launch_config     debug_bias_add   (checks)   a thread a channel: more than 1024 threads a block
+//   half_accumulation debug_half_sum   (checks)   f16 values summed in an f16 accumulator
 //
 // The ops are small on purpose: the bug is the lesson, and each shows at the test shapes
 // (ragged sizes, one element, a single short row). No shape passes 2^31 elements (64-bit
@@ -233,6 +237,119 @@ klab::Op make_variance_op() {
   return op;
 }
 
+// ---- debug_row_max (divergent_barrier): y[r] = the largest element of row r ------------------------
+//
+// One block a row, the same tree as debug_row_sum's with fmaxf for +. A max rounds nothing:
+// the only right answer is the row's largest element itself, and the tolerance is 0.
+klab::Op make_row_max_op() {
+  klab::Op op = row_reduce_op("debug_row_max", "y = the largest element of each row of x, one block a row "
+                                               "(case divergent_barrier)");
+  op.test_shapes = {{0, 7}, {1, 1}, {3, 257}, {129, 4099}, {1000, 33}};
+  op.validate = [](const Problem& p) {
+    if (std::string why = not_negative(p); !why.empty()) return why;
+    return p.shape[0] > 0 && p.shape[1] == 0 ? std::string("a row's max needs at least one element") : std::string();
+  };
+  op.reference = [](const Problem& p, const klab::Inputs& in) {
+    const i64 rows = p.shape[0], cols = p.shape[1];
+    klab::RefArray y(static_cast<std::size_t>(rows));
+    klab::parallel_for(rows, [&](i64 r0, i64 r1) {
+      for (i64 r = r0; r < r1; ++r) {
+        double m = -std::numeric_limits<double>::infinity();
+        for (i64 c = 0; c < cols; ++c) m = std::max(m, in.tensors[0].get(r * cols + c));
+        y[static_cast<std::size_t>(r)] = m;
+      }
+    }, cols);
+    return klab::single_output(std::move(y));
+  };
+  op.tolerance = [](const Problem&, int) { return klab::Tolerance{.atol = 0, .rtol = 0}; };
+  return op;
+}
+
+// ---- debug_row_scale (misaligned_vector_load): y[r, c] = s[r] · x[r, c] ------------------------------
+//
+// One block a row, four elements a thread at a time where a row allows 16-byte loads. One
+// rounding an element: the default f32 tolerance. The test shapes have rows whose length is
+// not a multiple of 4 (a row then starts 4, 8 or 12 bytes past a 16-byte boundary), and
+// rows that are.
+klab::Op make_row_scale_op() {
+  klab::Op op = case_op("debug_row_scale", "y = x with each row scaled by its own s[r], 16-byte loads "
+                                           "(case misaligned_vector_load)", {"rows", "cols"});
+  op.test_shapes = {{0, 5}, {1, 1}, {1, 7}, {5, 4}, {3, 7}, {129, 1001}, {1000, 64}, {64, 4098}};
+  op.bench_shapes = {{4096, 4096}};
+  op.inputs = [](const Problem& p) {
+    return std::vector<TensorSpec>{{"x", DType::f32, p.shape}, {"s", DType::f32, {p.shape[0]}}};
+  };
+  op.outputs = [](const Problem& p) { return std::vector<TensorSpec>{{"y", DType::f32, p.shape}}; };
+  op.reference = [](const Problem& p, const klab::Inputs& in) {
+    const i64 cols = p.shape[1];
+    klab::RefArray y(static_cast<std::size_t>(p.shape[0] * cols));
+    klab::parallel_for(p.shape[0] * cols, [&](i64 a, i64 b) {
+      for (i64 i = a; i < b; ++i) y[static_cast<std::size_t>(i)] = in.tensors[1].get(i / cols) * in.tensors[0].get(i);
+    });
+    return klab::single_output(std::move(y));
+  };
+  op.bytes = [](const Problem& p) { return 4.0 * p.shape[0] * (2 * p.shape[1] + 1); };
+  op.flops = [](const Problem& p) { return 1.0 * p.shape[0] * p.shape[1]; };
+  return op;
+}
+
+// ---- debug_bias_add (launch_config): y[r, c] = x[r, c] + b[c] -------------------------------------
+//
+// A transformer's bias: rows = tokens, cols = channels (GPT-2 small: 768, its MLP 3072). One
+// rounding an element: the default f32 tolerance. The test shapes have rows of more than
+// 1024 elements, the most threads a block can have, and rows of 768.
+klab::Op make_bias_add_op() {
+  klab::Op op = case_op("debug_bias_add", "y = x + b, the bias b[c] added to every row (case launch_config)",
+                        {"rows", "cols"});
+  op.test_shapes = {{0, 3}, {1, 1}, {4, 768}, {1000, 33}, {5, 3072}, {3, 1025}};
+  op.bench_shapes = {{8192, 768}, {8192, 3072}};
+  op.inputs = [](const Problem& p) {
+    return std::vector<TensorSpec>{{"x", DType::f32, p.shape}, {"b", DType::f32, {p.shape[1]}}};
+  };
+  op.outputs = [](const Problem& p) { return std::vector<TensorSpec>{{"y", DType::f32, p.shape}}; };
+  op.reference = [](const Problem& p, const klab::Inputs& in) {
+    const i64 cols = p.shape[1];
+    klab::RefArray y(static_cast<std::size_t>(p.shape[0] * cols));
+    klab::parallel_for(p.shape[0] * cols, [&](i64 a, i64 b) {
+      for (i64 i = a; i < b; ++i) y[static_cast<std::size_t>(i)] = in.tensors[0].get(i) + in.tensors[1].get(i % cols);
+    });
+    return klab::single_output(std::move(y));
+  };
+  op.bytes = [](const Problem& p) { return 4.0 * (2 * p.shape[0] * p.shape[1] + p.shape[1]); };
+  op.flops = [](const Problem& p) { return 1.0 * p.shape[0] * p.shape[1]; };
+  return op;
+}
+
+// ---- debug_half_sum (half_accumulation): y[r] = the sum of row r of an f16 x ------------------------
+//
+// x is f16 drawn in [0, 1): the sums grow with the row (half the row's length). One warp a
+// row, in f32 (the fix): each lane adds k = ceil(cols / 32) elements (f16 converts to f32
+// exactly), then a 5-step shuffle tree: at most (k + 5) roundings of partial sums no larger
+// than the row's sum, itself below cols. The bound takes twice that. An f16 accumulator
+// rounds each addition to 11 significant bits (a unit of 2^-11 relative, 2^13 f32's): past a
+// lane sum of 2048 adding a value below 1 changes nothing at all, and 32 lanes of 2048 make
+// 65536, past f16's largest value (65504): inf, at the test shape of 300,007 columns.
+klab::Op make_half_sum_op() {
+  klab::Op op = row_reduce_op("debug_half_sum", "y = the sum of each row of an f16 x in [0, 1), one warp a row "
+                                                "(case half_accumulation)");
+  op.dtypes = {DType::f16};
+  op.test_shapes = {{0, 7}, {1, 1}, {5, 0}, {3, 257}, {129, 4099}, {1000, 33}, {2, 300007}};
+  op.inputs = [](const Problem& p) { return std::vector<TensorSpec>{{"x", DType::f16, p.shape}}; };
+  op.bytes = [](const Problem& p) { return 2.0 * p.shape[0] * p.shape[1] + 4.0 * p.shape[0]; };
+  op.generate = [](const Problem&, std::uint64_t seed, klab::Inputs& in) {
+    klab::fill_uniform(in.tensors[0], klab::derive_seed(seed, 0), 0.0, 1.0);
+  };
+  op.reference = row_sums;
+  op.tolerance = [](const Problem& p, int) {
+    const i64 cols = p.shape[1];
+    const double k = static_cast<double>((cols + 31) / 32);
+    klab::Tolerance t;
+    t.atol = 2 * (k + 5) * kU * static_cast<double>(std::max<i64>(cols, 1));
+    return t;
+  };
+  return op;
+}
+
 }  // namespace
 
 // ---- registration ----------------------------------------------------------------------------------
@@ -279,12 +396,48 @@ KLAB_REGISTER(klab::register_lesson(
            .title = "a one-pass variance whose difference cancels",
            .tool = "",
            .symptom = "FAIL on every row of two or more elements: variances off by whole units, some of them "
-                      "negative, where the reference has about 0.33"}},
+                      "negative, where the reference has about 0.33"},
+          {.id = "debug/divergent_barrier",
+           .op = "debug_row_max",
+           .file = "divergent_barrier.cu",
+           .hints = "divergent_barrier.md",
+           .title = "a barrier that only some threads reach",
+           .tool = "synccheck",
+           .symptom = "the checks may pass: the maxima can come out right, with the block's threads meeting at "
+                      "barriers they were never meant to share"},
+          {.id = "debug/misaligned_vector_load",
+           .op = "debug_row_scale",
+           .file = "misaligned_vector_load.cu",
+           .hints = "misaligned_vector_load.md",
+           .title = "a 16-byte load from an address that is not a multiple of 16",
+           .tool = "memcheck",
+           .symptom = "the run stops at the first shape of several rows whose length is not a multiple of 4: "
+                      "'misaligned address', the GPU left in an error state in which nothing more can run"},
+          {.id = "debug/launch_config",
+           .op = "debug_bias_add",
+           .file = "launch_config.cu",
+           .hints = "launch_config.md",
+           .title = "a launch with more threads a block than a block can have",
+           .tool = "",
+           .symptom = "right at 768 channels, ERROR at 1025 and 3072: the launch fails with 'invalid argument' "
+                      "and the kernel never runs"},
+          {.id = "debug/half_accumulation",
+           .op = "debug_half_sum",
+           .file = "half_accumulation.cu",
+           .hints = "half_accumulation.md",
+           .title = "a sum of f16 values accumulated in f16",
+           .tool = "",
+           .symptom = "FAIL on every row of more than one element: small errors on short rows, and on the long "
+                      "ones (300,007 elements) inf"}},
      .folder = "debugging"}));
 KLAB_REGISTER(klab::register_op(make_row_sum_op()));
 KLAB_REGISTER(klab::register_op(make_scale_op()));
 KLAB_REGISTER(klab::register_op(make_split_sum_op()));
 KLAB_REGISTER(klab::register_op(make_softmax_op()));
 KLAB_REGISTER(klab::register_op(make_variance_op()));
+KLAB_REGISTER(klab::register_op(make_row_max_op()));
+KLAB_REGISTER(klab::register_op(make_row_scale_op()));
+KLAB_REGISTER(klab::register_op(make_bias_add_op()));
+KLAB_REGISTER(klab::register_op(make_half_sum_op()));
 
 }  // namespace debugging

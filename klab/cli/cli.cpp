@@ -474,6 +474,11 @@ int record_catalog_if_complete(const Lesson& l, const ExerciseRecord& last) {
   return record_pass(rec, false);
 }
 
+std::string one_line(std::string s) {
+  std::replace(s.begin(), s.end(), '\n', ' ');
+  return s;
+}
+
 int cmd_check(Common& o, const std::string& lesson_key, bool triton) {
   // "09" grades the lesson's exercise, "09b" its second (Lesson::more_exercises).
   const ExerciseInfo xi = exercise_for(lesson_key, triton);
@@ -505,7 +510,20 @@ int cmd_check(Common& o, const std::string& lesson_key, bool triton) {
                                               : fmt::format("the {}exercise", triton ? "Triton " : "");
   std::printf("checking %s of lesson %s (%s) — run seed %llu\n", what.c_str(), l->id.c_str(), ex_hint.c_str(),
               static_cast<unsigned long long>(ro.run_seed));
-  const auto v = verify(cases, ro);
+  std::vector<VerifyRecord> v;
+  try {
+    v = verify(cases, ro);
+  } catch (const UsageError&) {
+    throw;
+  } catch (const NoGpuError&) {
+    throw;
+  } catch (const Error& e) {
+    // A kernel that faults (an illegal or misaligned address) leaves the process's CUDA
+    // context unusable, and the harness stops: for the grade that is a wrong exercise.
+    std::printf("\nNot yet: the exercise stopped the run: %s\nFix %s and run `%s` again.\n", one_line(e.what()).c_str(),
+                ex_hint.c_str(), again.c_str());
+    return kExitFail;
+  }
   print_verify(stdout, v, o.verbose);
   if (!any_failed(v) && none_ran(v)) {   // e.g. a build without Triton: say why, not "wrong"
     const std::string why = v.empty() ? std::string("no case") : v.front().message;
@@ -668,11 +686,6 @@ int cmd_doctor(bool remeasure) {
   for (const auto& op : registry().ops()) n_impls += registry().impls_of(op.name).size();
   std::printf("  registry               %zu lessons, %zu ops, %zu impls\n", registry().lessons().size(), n_ops, n_impls);
   return kExitOk;
-}
-
-std::string one_line(std::string s) {
-  std::replace(s.begin(), s.end(), '\n', ' ');
-  return s;
 }
 
 // "klab check <lesson> [options]": a verb's usage in one line, from its own options.

@@ -18,6 +18,7 @@
 
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
@@ -99,11 +100,12 @@ int cmd_debug_show(const std::string& name) {
   std::printf("What you see:  %s\n", e.symptom.c_str());
   std::printf("The kernel:    %s (op %s)\n", e.where.c_str(), e.op.c_str());
   std::printf("What finds it: %s\n\n", tool_name(e).c_str());
-  std::printf("  klab debug run %-18s the kernel under its tool: the report that names the bug\n", c.c_str());
-  std::printf("  klab hint %-23s how to read the report and where to look, one hint at a time\n",
-              e.id.c_str());
-  std::printf("  klab check %-22s grades your fix: the checks, then %s clean\n", e.id.c_str(),
-              e.tool.empty() ? "nothing else" : e.tool.c_str());
+  const std::string run = "klab debug run " + c, hint = "klab hint " + e.id, check = "klab check " + e.id;
+  const int w = static_cast<int>(std::max({run.size(), hint.size(), check.size()})) + 2;   // one column for every name
+  std::printf("  %-*s the kernel under its tool: the report that names the bug\n", w, run.c_str());
+  std::printf("  %-*s how to read the report and where to look, one hint at a time\n", w, hint.c_str());
+  std::printf("  %-*s grades your fix: the checks%s\n", w, check.c_str(),
+              e.tool.empty() ? "" : (", then " + e.tool + " clean").c_str());
   return kExitOk;
 }
 
