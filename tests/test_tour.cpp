@@ -72,6 +72,23 @@ TEST(Tour, VerifiesEveryOpAtSmallTestShapesOnly) {
   EXPECT_GT(fewer, 0u) << "the tour left out no test shape of any op";
 }
 
+// The vendor libraries' impls are verified by the tour's bench (before and after timing),
+// not at every edge shape: cuDNN builds a graph a problem, which alone passed lesson 09's
+// 30 s. `klab test` (the full plan) still checks them everywhere.
+TEST(Tour, VerifiesTheLessonsOwnVersionsAndBenchesTheVendors) {
+  Selection sel;
+  sel.tour = true;
+  std::size_t vendor_full = 0, vendor_bench = 0;
+  for (const Case& c : make_plan(sel, false, {}).cases)
+    for (const Impl* im : c.impls) EXPECT_NE(im->kind, ImplKind::vendor) << c.op->name << " " << im->name;
+  for (const Case& c : make_plan(Selection{}, false, {}).cases)
+    for (const Impl* im : c.impls) vendor_full += im->kind == ImplKind::vendor;
+  for (const Case& c : make_plan(sel, true, {}).cases)
+    for (const Impl* im : c.impls) vendor_bench += im->kind == ImplKind::vendor;
+  EXPECT_GT(vendor_full, 0u) << "klab test checks the vendors";
+  EXPECT_GT(vendor_bench, 0u) << "the tour benches (and so checks) them";
+}
+
 TEST(Tour, BenchesFirstBenchShapeFirstVariantTourImplsAndBaselineOnly) {
   Selection sel;
   sel.tour = true;

@@ -38,7 +38,8 @@ std::optional<Case> first_case_all_run(const std::vector<Case>& cases);
 // The tour: what `klab run` runs unless --full (or a filter) asks for more. It must stay a
 // few minutes however many lessons exist (a GPU CTest holds each lesson to 30 s):
 //   verify: every op, impl, dtype and variant at the test shapes whose largest tensor has at
-//           most kTourMaxElems elements (the edge cases: 0, 1, primes, ragged tiles);
+//           most kTourMaxElems elements (the edge cases: 0, 1, primes, ragged tiles), but
+//           the vendor libraries' impls, which the bench checks where it times them;
 //   bench:  each op's first bench shape, first variant, every dtype, for the impls the op
 //           names in Op::tour (its first and best versions) and its baseline.
 // The shapes past 2^31 elements and the other bench shapes are `klab test` / `klab run --full`.
