@@ -14,6 +14,7 @@
 //   misaligned_vector_load debug_row_scale memcheck  float4 loads from rows that start off a 16-byte boundary
 //   launch_config     debug_bias_add   (checks)   a thread a channel: more than 1024 threads a block
 //   half_accumulation debug_half_sum   (checks)   f16 values summed in an f16 accumulator
+//   grid_too_small    debug_square     (checks)   n / 256 blocks: the last n % 256 elements unwritten
 //
 // The ops are small on purpose: the bug is the lesson, and each shows at the test shapes
 // (ragged sizes, one element, a single short row). No shape passes 2^31 elements (64-bit
@@ -112,25 +113,41 @@ klab::Op make_row_sum_op() {
                     [](i64 cols) { return static_cast<double>((cols + kThreads - 1) / kThreads) + std::log2(kThreads) + 1; });
 }
 
-// ---- debug_scale (missing_mask): y = 2 x + 1 -----------------------------------------------------
-//
-// One element a thread, a block per kThreads elements. 2x is exact; + 1 rounds once: the
-// default f32 tolerance.
-klab::Op make_scale_op() {
-  klab::Op op = case_op("debug_scale", "y = 2 x + 1, one element a thread (case missing_mask)", {"n"});
-  op.test_shapes = {{0}, {1}, {3}, {255}, {257}, {4099}, {100003}};
+// What the element-wise cases' ops share: y = f(x) over n elements, a thread an element,
+// one rounding an element (the default f32 tolerance); sizes around the block's 256 (one
+// element, one short of a block, a block, one past it) and ragged ones.
+klab::Op elementwise_op(const char* name, const char* summary, double (*f)(double), double flops_per_element) {
+  klab::Op op = case_op(name, summary, {"n"});
+  op.test_shapes = {{0}, {1}, {3}, {255}, {256}, {257}, {4099}, {100003}};
   op.bench_shapes = {{1 << 26}};
   op.inputs = [](const Problem& p) { return std::vector<TensorSpec>{{"x", DType::f32, p.shape}}; };
   op.outputs = [](const Problem& p) { return std::vector<TensorSpec>{{"y", DType::f32, p.shape}}; };
-  op.reference = [](const Problem& p, const klab::Inputs& in) {
+  op.reference = [f](const Problem& p, const klab::Inputs& in) {
     klab::RefArray y(static_cast<std::size_t>(p.shape[0]));
     klab::parallel_for(p.shape[0], [&](i64 a, i64 b) {
-      for (i64 i = a; i < b; ++i) y[static_cast<std::size_t>(i)] = 2 * in.tensors[0].get(i) + 1;
+      for (i64 i = a; i < b; ++i) y[static_cast<std::size_t>(i)] = f(in.tensors[0].get(i));
     });
     return klab::single_output(std::move(y));
   };
-  op.flops = [](const Problem& p) { return 2.0 * p.shape[0]; };
+  op.flops = [flops_per_element](const Problem& p) { return flops_per_element * p.shape[0]; };
   return op;
+}
+
+// ---- debug_scale (missing_mask): y = 2 x + 1 -----------------------------------------------------
+//
+// 2x is exact; + 1 rounds once.
+klab::Op make_scale_op() {
+  return elementwise_op("debug_scale", "y = 2 x + 1, one element a thread (case missing_mask)",
+                        [](double x) { return 2 * x + 1; }, 2);
+}
+
+// ---- debug_square (grid_too_small): y = x² -------------------------------------------------------
+//
+// One rounding. The sizes that are not a multiple of 256 leave the bug's last elements
+// unwritten; those below 256 give it no block at all.
+klab::Op make_square_op() {
+  return elementwise_op("debug_square", "y = x², one element a thread (case grid_too_small)",
+                        [](double x) { return x * x; }, 1);
 }
 
 // ---- debug_split_sum (unzeroed_workspace): y[r] = the sum of row r of x, in column chunks ----------
@@ -428,7 +445,15 @@ KLAB_REGISTER(klab::register_lesson(
            .title = "a sum of f16 values accumulated in f16",
            .tool = "",
            .symptom = "FAIL on every row of more than one element: small errors on short rows, and on the long "
-                      "ones (300,007 elements) inf"}},
+                      "ones (300,007 elements) inf"},
+          {.id = "debug/grid_too_small",
+           .op = "debug_square",
+           .file = "grid_too_small.cu",
+           .hints = "grid_too_small.md",
+           .title = "a grid that does not cover the array",
+           .tool = "",
+           .symptom = "ERROR below 256 elements (no block to launch), FAIL at 257 and at every size not a multiple "
+                      "of 256: the last elements still hold the harness's poison"}},
      .folder = "debugging"}));
 KLAB_REGISTER(klab::register_op(make_row_sum_op()));
 KLAB_REGISTER(klab::register_op(make_scale_op()));
@@ -439,5 +464,6 @@ KLAB_REGISTER(klab::register_op(make_row_max_op()));
 KLAB_REGISTER(klab::register_op(make_row_scale_op()));
 KLAB_REGISTER(klab::register_op(make_bias_add_op()));
 KLAB_REGISTER(klab::register_op(make_half_sum_op()));
+KLAB_REGISTER(klab::register_op(make_square_op()));
 
 }  // namespace debugging

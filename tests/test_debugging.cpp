@@ -53,12 +53,12 @@ HostTensor row_sum_f32(const Problem& p, const klab::Inputs& in, int skip_level 
   return y;
 }
 
-TEST(DebuggingCatalog, TheLessonAndItsNineCases) {
+TEST(DebuggingCatalog, TheLessonAndItsTenCases) {
   const klab::Lesson* l = klab::registry().find_lesson("debug");
   ASSERT_NE(l, nullptr);
   EXPECT_EQ(klab::lesson_folder(*l), "debugging");
   EXPECT_TRUE(l->exercise_op.empty());
-  ASSERT_EQ(l->more_exercises.size(), 9u);
+  ASSERT_EQ(l->more_exercises.size(), 10u);
   for (const auto& e : l->more_exercises) {
     const klab::Op* op = op_of(e.op.c_str());
     ASSERT_NE(op, nullptr) << e.id;
@@ -372,6 +372,36 @@ TEST(DebuggingCatalog, HalfSumToleranceTakesF32SumsAndRejectsF16Ones) {
       const HostTensor bug = sums(true, false);
       for (i64 r = 0; r < rows; ++r) EXPECT_TRUE(std::isinf(bug.get(r))) << bug.get(r);
     }
+  }
+}
+
+// The grid's bug shows at the test shapes: a size below one block (no block at all), and
+// sizes past one that are not a multiple of it (the last n % 256 elements without a
+// thread); a multiple of 256 passes with the bug. An output whose last elements still hold
+// the poison (NaN) fails; the right one passes.
+TEST(DebuggingCatalog, SquareShapesLeaveTheBugsLastElementsUnwritten) {
+  const klab::Op* op = op_of("debug_square");
+  ASSERT_NE(op, nullptr);
+  bool below = false, ragged = false, whole = false;
+  for (const klab::Dims& s : op->test_shapes) {
+    below |= s[0] >= 1 && s[0] < kThreads;
+    ragged |= s[0] > kThreads && s[0] % kThreads != 0;
+    whole |= s[0] > 0 && s[0] % kThreads == 0;
+  }
+  EXPECT_TRUE(below);
+  EXPECT_TRUE(ragged);
+  EXPECT_TRUE(whole);
+  for (i64 n : {257, 4099, 100003}) {
+    const Problem p{{n}, DType::f32, ""};
+    const klab::Inputs in = klab::make_inputs(*op, p, 29);
+    HostTensor right(DType::f32, {n}), bug(DType::f32, {n});
+    for (i64 i = 0; i < n; ++i) {
+      const auto x = static_cast<float>(in.tensors[0].get(i));
+      right.set(i, x * x);
+      bug.set(i, i < n / kThreads * kThreads ? x * x : std::numeric_limits<double>::quiet_NaN());
+    }
+    EXPECT_TRUE(passes(*op, p, in, right)) << n;
+    EXPECT_FALSE(passes(*op, p, in, bug)) << n;
   }
 }
 
