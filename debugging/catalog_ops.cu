@@ -15,6 +15,7 @@
 //   launch_config     debug_bias_add   (checks)   a thread a channel: more than 1024 threads a block
 //   half_accumulation debug_half_sum   (checks)   f16 values summed in an f16 accumulator
 //   grid_too_small    debug_square     (checks)   n / 256 blocks: the last n % 256 elements unwritten
+//   shared_memory_limit debug_row_reverse (checks) past 48 KB of dynamic shared memory without the opt-in
 //
 // The ops are small on purpose: the bug is the lesson, and each shows at the test shapes
 // (ragged sizes, one element, a single short row). No shape passes 2^31 elements (64-bit
@@ -367,6 +368,38 @@ klab::Op make_half_sum_op() {
   return op;
 }
 
+// ---- debug_row_reverse (shared_memory_limit): y[r, c] = x[r, cols − 1 − c] -----------------------
+//
+// One block a row, the row staged in dynamic shared memory (cols floats). A copy: the
+// tolerance is 0. The test shapes pass 48 KB (12,288 floats), the most dynamic shared memory
+// a kernel gets without asking; the rows stop at 160 KB (40,960 floats), under the A100's
+// and the H100's largest block (163 and 227 KB).
+constexpr i64 kMaxReverseCols = 40960;
+
+klab::Op make_row_reverse_op() {
+  klab::Op op = case_op("debug_row_reverse", "y = each row of x back to front, the row staged in shared memory "
+                                             "(case shared_memory_limit)", {"rows", "cols"});
+  op.test_shapes = {{0, 5}, {1, 1}, {3, 257}, {129, 1001}, {4, 12288}, {3, 12289}, {2, 20000}};
+  op.bench_shapes = {{4096, 4096}};
+  op.validate = [](const Problem& p) {
+    if (std::string why = not_negative(p); !why.empty()) return why;
+    return p.shape[1] > kMaxReverseCols ? std::string("a row must fit one block's shared memory: at most 40960 columns (160 KB)")
+                                        : std::string();
+  };
+  op.inputs = [](const Problem& p) { return std::vector<TensorSpec>{{"x", DType::f32, p.shape}}; };
+  op.outputs = [](const Problem& p) { return std::vector<TensorSpec>{{"y", DType::f32, p.shape}}; };
+  op.reference = [](const Problem& p, const klab::Inputs& in) {
+    const i64 cols = p.shape[1];
+    klab::RefArray y(static_cast<std::size_t>(p.shape[0] * cols));
+    klab::parallel_for(p.shape[0] * cols, [&](i64 a, i64 b) {
+      for (i64 i = a; i < b; ++i) y[static_cast<std::size_t>(i)] = in.tensors[0].get(i - i % cols + cols - 1 - i % cols);
+    });
+    return klab::single_output(std::move(y));
+  };
+  op.tolerance = [](const Problem&, int) { return klab::Tolerance{.atol = 0, .rtol = 0}; };
+  return op;
+}
+
 }  // namespace
 
 // ---- registration ----------------------------------------------------------------------------------
@@ -453,7 +486,15 @@ KLAB_REGISTER(klab::register_lesson(
            .title = "a grid that does not cover the array",
            .tool = "",
            .symptom = "ERROR below 256 elements (no block to launch), FAIL at 257 and at every size not a multiple "
-                      "of 256: the last elements still hold the harness's poison"}},
+                      "of 256: the last elements still hold the harness's poison"},
+          {.id = "debug/shared_memory_limit",
+           .op = "debug_row_reverse",
+           .file = "shared_memory_limit.cu",
+           .hints = "shared_memory_limit.md",
+           .title = "a launch asking for more shared memory than a kernel gets without asking",
+           .tool = "",
+           .symptom = "right up to 12,288 columns, ERROR from 12,289 on: the launch fails (48 KB of dynamic shared "
+                      "memory is the default limit) and the kernel never runs"}},
      .folder = "debugging"}));
 KLAB_REGISTER(klab::register_op(make_row_sum_op()));
 KLAB_REGISTER(klab::register_op(make_scale_op()));
@@ -465,5 +506,6 @@ KLAB_REGISTER(klab::register_op(make_row_scale_op()));
 KLAB_REGISTER(klab::register_op(make_bias_add_op()));
 KLAB_REGISTER(klab::register_op(make_half_sum_op()));
 KLAB_REGISTER(klab::register_op(make_square_op()));
+KLAB_REGISTER(klab::register_op(make_row_reverse_op()));
 
 }  // namespace debugging

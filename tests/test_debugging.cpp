@@ -53,12 +53,12 @@ HostTensor row_sum_f32(const Problem& p, const klab::Inputs& in, int skip_level 
   return y;
 }
 
-TEST(DebuggingCatalog, TheLessonAndItsTenCases) {
+TEST(DebuggingCatalog, TheLessonAndItsElevenCases) {
   const klab::Lesson* l = klab::registry().find_lesson("debug");
   ASSERT_NE(l, nullptr);
   EXPECT_EQ(klab::lesson_folder(*l), "debugging");
   EXPECT_TRUE(l->exercise_op.empty());
-  ASSERT_EQ(l->more_exercises.size(), 10u);
+  ASSERT_EQ(l->more_exercises.size(), 11u);
   for (const auto& e : l->more_exercises) {
     const klab::Op* op = op_of(e.op.c_str());
     ASSERT_NE(op, nullptr) << e.id;
@@ -402,6 +402,36 @@ TEST(DebuggingCatalog, SquareShapesLeaveTheBugsLastElementsUnwritten) {
     }
     EXPECT_TRUE(passes(*op, p, in, right)) << n;
     EXPECT_FALSE(passes(*op, p, in, bug)) << n;
+  }
+}
+
+// The bug shows at the test shapes only past 48 KB of dynamic shared memory (12,288 floats a
+// row), and the shapes up to it pass with the bug; no row passes 160 KB (the op rejects it:
+// no fix could launch it on an A100). A copy is exact: a row off by one position fails.
+TEST(DebuggingCatalog, RowReverseShapesPass48KBAndRejectAShiftedRow) {
+  const klab::Op* op = op_of("debug_row_reverse");
+  ASSERT_NE(op, nullptr);
+  bool over = false, under = false;
+  for (const klab::Dims& s : op->test_shapes) {
+    over |= s[0] >= 1 && s[1] * 4 > 48 * 1024;
+    under |= s[0] >= 1 && s[1] * 4 == 48 * 1024;
+  }
+  EXPECT_TRUE(over);
+  EXPECT_TRUE(under);
+  EXPECT_FALSE(op->validate(Problem{{1, 40961}, DType::f32, ""}).empty());
+  EXPECT_TRUE(op->validate(Problem{{1, 40960}, DType::f32, ""}).empty());
+  for (const klab::Dims& s : std::vector<klab::Dims>{{3, 257}, {3, 12289}, {1, 1}}) {
+    const Problem p{s, DType::f32, ""};
+    const klab::Inputs in = klab::make_inputs(*op, p, 31);
+    const i64 rows = s[0], cols = s[1];
+    auto reversed = [&](i64 shift) {
+      HostTensor y(DType::f32, {rows, cols});
+      for (i64 r = 0; r < rows; ++r)
+        for (i64 c = 0; c < cols; ++c) y.set(r * cols + c, in.tensors[0].get(r * cols + (cols - 1 - c + shift) % cols));
+      return y;
+    };
+    EXPECT_TRUE(passes(*op, p, in, reversed(0))) << p.label();
+    if (cols > 1) EXPECT_FALSE(passes(*op, p, in, reversed(1))) << p.label();
   }
 }
 

@@ -609,9 +609,9 @@ TEST_F(Verbs, ADebuggingCaseIsGradedLikeAnExercise) {
   r = klab("debug run missing_mask");
   EXPECT_EQ(r.rc, 77) << "no GPU: " << r.out;
   r = klab("list debug");
-  EXPECT_TRUE(has(r.out, "[0 of 10 cases fixed: klab debug list]")) << r.out;
+  EXPECT_TRUE(has(r.out, "[0 of 11 cases fixed: klab debug list]")) << r.out;
   r = klab("progress");
-  EXPECT_TRUE(has(r.out, "Debugging          0/10   broken kernels fixed")) << r.out;
+  EXPECT_TRUE(has(r.out, "Debugging          0/11   broken kernels fixed")) << r.out;
   EXPECT_TRUE(has(r.out, "to do: klab check debug/unstable_softmax")) << r.out;
   EXPECT_TRUE(has(r.out, "debug/missing_barrier           to do: klab check debug/missing_barrier   1 hint")) << r.out;
   // The cases' passes fix them in `klab debug list`; the checkpoint "debugging" is what the
@@ -624,8 +624,8 @@ TEST_F(Verbs, ADebuggingCaseIsGradedLikeAnExercise) {
   EXPECT_TRUE(has(r.out, "missing_barrier        racecheck   fixed")) << r.out;
   EXPECT_TRUE(has(r.out, "unzeroed_workspace     initcheck   open")) << r.out;
   r = klab("progress");
-  EXPECT_TRUE(has(r.out, "Debugging          2/10")) << r.out;
-  EXPECT_FALSE(has(r.out, "Debugging          2/10   broken kernels fixed (`klab debug list`)   COMPLETE")) << r.out;
+  EXPECT_TRUE(has(r.out, "Debugging          2/11")) << r.out;
+  EXPECT_FALSE(has(r.out, "Debugging          2/11   broken kernels fixed (`klab debug list`)   COMPLETE")) << r.out;
 }
 
 // ---- reset -----------------------------------------------------------------------------
