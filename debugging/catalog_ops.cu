@@ -1,8 +1,8 @@
-// debugging/catalog_ops.cu — the debugging track's catalog: its lesson ("debug", folder
-// debugging/) and the ops its cases compute. Each case is a further exercise of the lesson
-// (Lesson::more_exercises): the learner's file holds the kernel with its bug, registered as
-// the op's impl `exercise`; `klab check debug/<case>` grades the fix, with the case's
-// compute-sanitizer tool where the bug hides from the checks.
+// debugging/catalog_ops.cu — the debugging track's catalog: the ops its cases compute (the
+// lesson "debug" and its cases are registered in catalog_cases.cu). Each case is a further
+// exercise of the lesson (Lesson::more_exercises): the learner's file holds the kernel with
+// its bug, registered as the op's impl `exercise`; `klab check debug/<case>` grades the fix,
+// with the case's compute-sanitizer tool where the bug hides from the checks.
 //
 //   case              op               tool       the bug
 //   missing_barrier   debug_row_sum    racecheck  a shared-memory tree without a barrier between steps
@@ -346,12 +346,15 @@ klab::Op make_bias_add_op() {
 // than the row's sum, itself below cols. The bound takes twice that. An f16 accumulator
 // rounds each addition to 11 significant bits (a unit of 2^-11 relative, 2^13 f32's): past a
 // lane sum of 2048 adding a value below 1 changes nothing at all, and 32 lanes of 2048 make
-// 65536, past f16's largest value (65504): inf, at the test shape of 300,007 columns.
+// 65536, past f16's largest value (65504): inf, at the test shape of 300,007 columns. That
+// shape has one row: two rows that long have sums closer together than the f32 bound (a
+// spread of about 160 against 335), so a kernel writing one row's sum in the other's place
+// would pass.
 klab::Op make_half_sum_op() {
   klab::Op op = row_reduce_op("debug_half_sum", "y = the sum of each row of an f16 x in [0, 1), one warp a row "
                                                 "(case half_accumulation)");
   op.dtypes = {DType::f16};
-  op.test_shapes = {{0, 7}, {1, 1}, {5, 0}, {3, 257}, {129, 4099}, {1000, 33}, {2, 300007}};
+  op.test_shapes = {{0, 7}, {1, 1}, {5, 0}, {3, 257}, {129, 4099}, {1000, 33}, {1, 300007}};
   op.inputs = [](const Problem& p) { return std::vector<TensorSpec>{{"x", DType::f16, p.shape}}; };
   op.bytes = [](const Problem& p) { return 2.0 * p.shape[0] * p.shape[1] + 4.0 * p.shape[0]; };
   op.generate = [](const Problem&, std::uint64_t seed, klab::Inputs& in) {
@@ -402,100 +405,8 @@ klab::Op make_row_reverse_op() {
 
 }  // namespace
 
-// ---- registration ----------------------------------------------------------------------------------
+// ---- registration (the lesson and its cases: catalog_cases.cu) ---------------------------------
 
-KLAB_REGISTER(klab::register_lesson(
-    {.id = "debug",
-     .slug = "debugging",
-     .title = "Debugging: the broken-kernel catalog (klab debug list)",
-     .more_exercises =
-         {{.id = "debug/missing_barrier",
-           .op = "debug_row_sum",
-           .file = "missing_barrier.cu",
-           .hints = "missing_barrier.md",
-           .title = "a shared-memory reduction without its barriers",
-           .tool = "racecheck",
-           .symptom = "row sums may be wrong on some rows of the longer shapes, not the same ones run to run, "
-                      "or right by luck"},
-          {.id = "debug/missing_mask",
-           .op = "debug_scale",
-           .file = "missing_mask.cu",
-           .hints = "missing_mask.md",
-           .title = "a kernel without its bounds check",
-           .tool = "memcheck",
-           .symptom = "the checks may pass: the writes past the array's end land in memory they need never read"},
-          {.id = "debug/unzeroed_workspace",
-           .op = "debug_split_sum",
-           .file = "unzeroed_workspace.cu",
-           .hints = "unzeroed_workspace.md",
-           .title = "a sum accumulated into a workspace never zeroed",
-           .tool = "initcheck",
-           .symptom = "row sums that can be right the first time a shape runs and wrong after (twice the sum, or "
-                      "more), or wrong from the start"},
-          {.id = "debug/unstable_softmax",
-           .op = "debug_softmax",
-           .file = "unstable_softmax.cu",
-           .hints = "unstable_softmax.md",
-           .title = "a softmax without the row's max",
-           .tool = "",
-           .symptom = "FAIL with NaN in nearly every row: e^x overflowed to inf, and inf / inf is NaN"},
-          {.id = "debug/one_pass_variance",
-           .op = "debug_variance",
-           .file = "one_pass_variance.cu",
-           .hints = "one_pass_variance.md",
-           .title = "a one-pass variance whose difference cancels",
-           .tool = "",
-           .symptom = "FAIL on every row of two or more elements: variances off by whole units, some of them "
-                      "negative, where the reference has about 0.33"},
-          {.id = "debug/divergent_barrier",
-           .op = "debug_row_max",
-           .file = "divergent_barrier.cu",
-           .hints = "divergent_barrier.md",
-           .title = "a barrier that only some threads reach",
-           .tool = "synccheck",
-           .symptom = "the checks may pass: the maxima can come out right, with the block's threads meeting at "
-                      "barriers they were never meant to share"},
-          {.id = "debug/misaligned_vector_load",
-           .op = "debug_row_scale",
-           .file = "misaligned_vector_load.cu",
-           .hints = "misaligned_vector_load.md",
-           .title = "a 16-byte load from an address that is not a multiple of 16",
-           .tool = "memcheck",
-           .symptom = "the run stops at the first shape of several rows whose length is not a multiple of 4: "
-                      "'misaligned address', the GPU left in an error state in which nothing more can run"},
-          {.id = "debug/launch_config",
-           .op = "debug_bias_add",
-           .file = "launch_config.cu",
-           .hints = "launch_config.md",
-           .title = "a launch with more threads a block than a block can have",
-           .tool = "",
-           .symptom = "right at 768 channels, ERROR at 1025 and 3072: the launch fails with 'invalid argument' "
-                      "and the kernel never runs"},
-          {.id = "debug/half_accumulation",
-           .op = "debug_half_sum",
-           .file = "half_accumulation.cu",
-           .hints = "half_accumulation.md",
-           .title = "a sum of f16 values accumulated in f16",
-           .tool = "",
-           .symptom = "FAIL on every row of more than one element: small errors on short rows, and on the long "
-                      "ones (300,007 elements) inf"},
-          {.id = "debug/grid_too_small",
-           .op = "debug_square",
-           .file = "grid_too_small.cu",
-           .hints = "grid_too_small.md",
-           .title = "a grid that does not cover the array",
-           .tool = "",
-           .symptom = "ERROR below 256 elements (no block to launch), FAIL at 257 and at every size not a multiple "
-                      "of 256: the last elements still hold the harness's poison"},
-          {.id = "debug/shared_memory_limit",
-           .op = "debug_row_reverse",
-           .file = "shared_memory_limit.cu",
-           .hints = "shared_memory_limit.md",
-           .title = "a launch asking for more shared memory than a kernel gets without asking",
-           .tool = "",
-           .symptom = "right up to 12,288 columns, ERROR from 12,289 on: the launch fails (48 KB of dynamic shared "
-                      "memory is the default limit) and the kernel never runs"}},
-     .folder = "debugging"}));
 KLAB_REGISTER(klab::register_op(make_row_sum_op()));
 KLAB_REGISTER(klab::register_op(make_scale_op()));
 KLAB_REGISTER(klab::register_op(make_split_sum_op()));
