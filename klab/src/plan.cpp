@@ -163,8 +163,8 @@ Plan make_plan(const Selection& sel, bool bench_shapes, const MemoryLimits& lim)
         continue;
       // The tour verifies the lesson's own versions; a vendor library's it checks where it
       // benches it (the bench checks before and after timing). cuDNN builds a graph for
-      // every problem (0.6 s each on the H100: 58 s of lesson 09's tour); `klab test` checks
-      // the vendor at every test shape.
+      // every problem (0.6 s each on the H100: most of the 58 s lesson 09's tour spent
+      // checking); `klab test` checks the vendor at every test shape.
       if (sel.tour && !bench_shapes && im->kind == ImplKind::vendor) continue;
       impls.push_back(im);
       impls_seen.insert(im->name);
