@@ -23,6 +23,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
+#include <functional>
 #include <limits>
 #include <string>
 #include <vector>
@@ -47,6 +48,18 @@ std::string not_negative(const Problem& p) {
     if (d < 0) return "a negative size";
   return "";
 }
+
+// validate for an op that reduces each row to one value: a row of no element has none
+// ("a row's <what> needs at least one element"); no rows at all is fine.
+std::function<std::string(const Problem&)> rows_not_empty(const char* what) {
+  return [what](const Problem& p) {
+    if (std::string why = not_negative(p); !why.empty()) return why;
+    return p.shape[0] > 0 && p.shape[1] == 0 ? std::string("a row's ") + what + " needs at least one element" : std::string();
+  };
+}
+
+// The tolerance of an op whose result rounds nothing (a max, a copy): 0.
+klab::Tolerance exact(const Problem&, int) { return {}; }
 
 // What every case's op has: the catalog's lesson, f32, no huge shape, no negative size.
 klab::Op case_op(const char* name, const char* summary, std::vector<std::string> dims) {
@@ -220,10 +233,7 @@ klab::Op make_variance_op() {
   klab::Op op = row_reduce_op("debug_variance",
                               "y = the variance of each row of x, x in [999, 1001) (case one_pass_variance)");
   op.test_shapes = {{0, 7}, {1, 1}, {5, 2}, {3, 257}, {129, 1001}, {1000, 33}};
-  op.validate = [](const Problem& p) {
-    if (std::string why = not_negative(p); !why.empty()) return why;
-    return p.shape[0] > 0 && p.shape[1] == 0 ? std::string("a row's variance needs at least one element") : std::string();
-  };
+  op.validate = rows_not_empty("variance");
   op.generate = [](const Problem&, std::uint64_t seed, klab::Inputs& in) {
     klab::fill_uniform(in.tensors[0], klab::derive_seed(seed, 0), 999.0, 1001.0);
   };
@@ -263,10 +273,7 @@ klab::Op make_row_max_op() {
   klab::Op op = row_reduce_op("debug_row_max", "y = the largest element of each row of x, one block a row "
                                                "(case divergent_barrier)");
   op.test_shapes = {{0, 7}, {1, 1}, {3, 257}, {129, 4099}, {1000, 33}};
-  op.validate = [](const Problem& p) {
-    if (std::string why = not_negative(p); !why.empty()) return why;
-    return p.shape[0] > 0 && p.shape[1] == 0 ? std::string("a row's max needs at least one element") : std::string();
-  };
+  op.validate = rows_not_empty("max");
   op.reference = [](const Problem& p, const klab::Inputs& in) {
     const i64 rows = p.shape[0], cols = p.shape[1];
     klab::RefArray y(static_cast<std::size_t>(rows));
@@ -279,7 +286,7 @@ klab::Op make_row_max_op() {
     }, cols);
     return klab::single_output(std::move(y));
   };
-  op.tolerance = [](const Problem&, int) { return klab::Tolerance{.atol = 0, .rtol = 0}; };
+  op.tolerance = exact;
   return op;
 }
 
@@ -351,22 +358,15 @@ klab::Op make_bias_add_op() {
 // spread of about 160 against 335), so a kernel writing one row's sum in the other's place
 // would pass.
 klab::Op make_half_sum_op() {
-  klab::Op op = row_reduce_op("debug_half_sum", "y = the sum of each row of an f16 x in [0, 1), one warp a row "
-                                                "(case half_accumulation)");
+  klab::Op op = row_sum_op("debug_half_sum", "y = the sum of each row of an f16 x in [0, 1), one warp a row "
+                                             "(case half_accumulation)",
+                           [](i64 cols) { return static_cast<double>((cols + 31) / 32) + 5; });
   op.dtypes = {DType::f16};
   op.test_shapes = {{0, 7}, {1, 1}, {5, 0}, {3, 257}, {129, 4099}, {1000, 33}, {1, 300007}};
   op.inputs = [](const Problem& p) { return std::vector<TensorSpec>{{"x", DType::f16, p.shape}}; };
   op.bytes = [](const Problem& p) { return 2.0 * p.shape[0] * p.shape[1] + 4.0 * p.shape[0]; };
   op.generate = [](const Problem&, std::uint64_t seed, klab::Inputs& in) {
     klab::fill_uniform(in.tensors[0], klab::derive_seed(seed, 0), 0.0, 1.0);
-  };
-  op.reference = row_sums;
-  op.tolerance = [](const Problem& p, int) {
-    const i64 cols = p.shape[1];
-    const double k = static_cast<double>((cols + 31) / 32);
-    klab::Tolerance t;
-    t.atol = 2 * (k + 5) * kU * static_cast<double>(std::max<i64>(cols, 1));
-    return t;
   };
   return op;
 }
@@ -399,7 +399,7 @@ klab::Op make_row_reverse_op() {
     });
     return klab::single_output(std::move(y));
   };
-  op.tolerance = [](const Problem&, int) { return klab::Tolerance{.atol = 0, .rtol = 0}; };
+  op.tolerance = exact;
   return op;
 }
 
